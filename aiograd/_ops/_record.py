@@ -1,0 +1,117 @@
+"""Recording nodes: the small helpers every op family uses."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy
+
+from .._tensor import Tensor
+from ..devices import CPU, Device
+from ..grad_mode import _anomaly, _grad_enabled
+from ..graph._node import InputMetadata, Node, gradient_edge
+from ..graph._saved import SavedTensor
+
+__all__ = ["edges_of", "record", "record_many", "save", "scalar_or_tensor", "check_same_device",
+           "plain", "needs"]
+
+
+def edges_of(*tensors: Tensor | None) -> tuple[tuple[Node, int] | None, ...] | None:
+    """The next edges of a node over ``tensors``, or None when no node is needed.
+
+    None means grad mode is off or no input requires grad: the op then
+    returns a plain result and records nothing.
+    """
+    if not _grad_enabled.get():
+        return None
+    found = False
+    for t in tensors:
+        if t is not None and t._rg:
+            found = True
+            break
+    if not found:
+        return None
+    return tuple(None if t is None or not t._rg else gradient_edge(t) for t in tensors)
+
+
+def _metadata(data: Any, device: Device) -> InputMetadata:
+    stream = None
+    if device is not CPU and device.backend.has_streams:
+        stream = device.backend.current_stream(device.index)
+    return InputMetadata(data.shape, data.dtype, device, stream)
+
+
+def record(node: Node, data: Any, device: Device) -> Tensor:
+    """Make ``node`` the grad_fn of a new tensor holding ``data``; return it."""
+    node.input_metadata = (_metadata(data, device),)
+    if _anomaly.get()[0]:
+        node._capture_anomaly_trace()
+    out = Tensor._wrap(data, device)
+    out.grad_fn = node
+    out._rg = True
+    return out
+
+
+def record_many(node: Node, datas: list[Any], device: Device,
+                differentiable: list[bool] | None = None) -> list[Tensor]:
+    """Like :func:`record` for a node with several outputs."""
+    node.input_metadata = tuple(_metadata(d, device) for d in datas)
+    if _anomaly.get()[0]:
+        node._capture_anomaly_trace()
+    outs = []
+    for i, d in enumerate(datas):
+        out = Tensor._wrap(d, device)
+        if differentiable is None or differentiable[i]:
+            out.grad_fn = node
+            out.output_nr = i
+            out._rg = True
+        outs.append(out)
+    return outs
+
+
+def plain(data: Any, device: Device) -> Tensor:
+    """A result that records no history."""
+    return Tensor._wrap(data, device)
+
+
+def save(t: Tensor | None, is_output: bool = False) -> SavedTensor | None:
+    return None if t is None else SavedTensor(t, is_output)
+
+
+def needs(node: Node, i: int) -> bool:
+    """True if the gradient for input ``i`` of the forward is needed."""
+    return node.next_edges[i] is not None
+
+
+def scalar_or_tensor(x: Any, like: Tensor) -> Tensor | int | float | bool:
+    """Tensors stay; Python and NumPy scalars become Python numbers; arrays become tensors.
+
+    Python numbers are *weak* in NumPy's promotion (NEP 50), like PyTorch's
+    wrapped numbers: ``float32_tensor * 2.0`` stays float32.
+    """
+    if type(x) is Tensor:
+        return x
+    if isinstance(x, (bool, numbers.Number)) and not isinstance(x, numpy.ndarray):
+        if isinstance(x, numpy.generic):
+            return x.item()
+        if isinstance(x, complex):
+            raise TypeError("complex numbers are not supported")
+        return x
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, numpy.ndarray) or like.device.backend.owns(x):
+        return Tensor._wrap(x, like.device if like.device.backend.owns(x) else CPU)
+    raise TypeError(
+        f"unsupported operand type: expected a Tensor, an array or a number, got "
+        f"{type(x).__name__}"
+    )
+
+
+def check_same_device(a: Tensor, b: Tensor) -> Device:
+    if a.device is not b.device:
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, "
+            f"{a.device} and {b.device}!"
+        )
+    return a.device

@@ -1,0 +1,611 @@
+"""The Tensor: an array (NumPy or CuPy) with autograd metadata.
+
+A tensor is a *leaf* when it has no ``grad_fn``: made by the user, or the
+result of an operation on tensors that need no grad. Only leaves that
+require grad get ``.grad`` written by backward (see AccumulateGrad), unless
+``retain_grad()`` or ``backward(inputs=...)`` asks for a non-leaf's.
+
+The version counter ``_vc`` is shared by a tensor and its views; in-place
+operations bump it, and saved tensors check it when unpacked. Assigning
+``.data`` does not bump it (PyTorch's rule).
+"""
+
+from __future__ import annotations
+
+import numbers
+import weakref
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy
+
+from . import devices
+from .devices import CPU, Device
+from .grad_mode import _grad_enabled
+
+__all__ = [
+    "Tensor",
+    "tensor",
+    "from_numpy",
+    "zeros",
+    "ones",
+    "full",
+    "arange",
+    "eye",
+    "randn",
+    "rand",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "randn_like",
+    "rand_like",
+    "float16",
+    "float32",
+    "float64",
+    "int32",
+    "int64",
+    "bool_",
+]
+
+float16 = numpy.dtype("float16")
+float32 = numpy.dtype("float32")
+float64 = numpy.dtype("float64")
+int32 = numpy.dtype("int32")
+int64 = numpy.dtype("int64")
+bool_ = numpy.dtype("bool")
+
+_FLOAT_KINDS = ("f",)
+
+
+class _VersionCounter:
+    """Shared by a tensor and its views. Invariant: bumped by every in-place write."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+class Tensor:
+    """An n-dimensional array that records the operations done on it.
+
+    Do not construct directly; use :func:`aiograd.tensor` and the factories.
+    """
+
+    __slots__ = (
+        "data",
+        "device",
+        "_rg",
+        "grad_fn",
+        "output_nr",
+        "_grad",
+        "_vc",
+        "_base",
+        "_accumulator",
+        "_hooks",
+        "_post_acc_hooks",
+        "_retains_grad",
+        "__weakref__",
+    )
+
+    # NumPy must defer to Tensor's reflected operators: ndarray * Tensor -> Tensor.__rmul__.
+    __array_ufunc__ = None
+
+    data: Any
+    device: Device
+    grad_fn: Any
+
+    @classmethod
+    def _wrap(cls, data: Any, device: Device | None = None) -> Tensor:
+        """A leaf around ``data`` (no copy). ``device`` defaults to the array's."""
+        t = object.__new__(cls)
+        t.data = data
+        t.device = devices.device_of_array(data) if device is None else device
+        t._rg = False
+        t.grad_fn = None
+        t.output_nr = 0
+        t._grad = None
+        t._vc = _VersionCounter()
+        t._base = None
+        t._accumulator = None
+        t._hooks = None
+        t._post_acc_hooks = None
+        t._retains_grad = False
+        return t
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("use aiograd.tensor(data, ...) to make a Tensor")
+
+    # ---- basic properties ----
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape (PyTorch's ``size()``), or the length of ``dim``."""
+        if dim is None:
+            return self.data.shape
+        return self.data.shape[dim]
+
+    @property
+    def dtype(self) -> numpy.dtype:
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    def dim(self) -> int:
+        return self.data.ndim
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"requires_grad must be a bool, got {type(requires_grad).__name__}")
+        if self.grad_fn is not None:
+            if requires_grad:
+                return self
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to "
+                "use a computed variable in a subgraph that doesn't require differentiation "
+                "use var_no_grad = var.detach()."
+            )
+        if requires_grad and self.data.dtype.kind not in _FLOAT_KINDS:
+            raise RuntimeError(
+                "only Tensors of floating point dtype can require gradients, "
+                f"got dtype {self.data.dtype}"
+            )
+        self._rg = requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def grad(self) -> Tensor | None:
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad must be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(
+                    f"assigned grad has data of a different size: {tuple(value.shape)} vs "
+                    f"{tuple(self.shape)}"
+                )
+            if value.dtype != self.dtype:
+                raise RuntimeError(
+                    f"assigned grad has data of a different type: {value.dtype} vs {self.dtype}"
+                )
+            if value.device is not self.device:
+                raise RuntimeError(
+                    f"assigned grad has data located on a different device: {value.device} "
+                    f"vs {self.device}"
+                )
+        self._grad = value
+
+    @property
+    def _version(self) -> int:
+        return self._vc.value
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def retain_grad(self) -> None:
+        """Make backward write ``.grad`` for this non-leaf tensor too."""
+        if self.grad_fn is None:
+            if not self._rg:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return  # leaves always keep .grad
+        if self._retains_grad:
+            return
+        ref = weakref.ref(self)
+
+        def retains_grad_hook(grad: Any) -> None:
+            t = ref()
+            if t is None:
+                return
+            if t._grad is None:
+                g = grad if isinstance(grad, Tensor) else Tensor._wrap(grad, t.device)
+                t._grad = Tensor._wrap(g.data.copy(), t.device) if g.grad_fn is None else g
+            else:
+                t._grad = t._grad + grad
+
+        self.grad_fn._set_retains_grad_hook(self.output_nr, retains_grad_hook)
+        self._retains_grad = True
+
+    # ---- hooks ----
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
+        """``hook(grad) -> Tensor or None``, called with the gradient of this tensor.
+
+        A returned tensor replaces the gradient. Runs on the worker that runs
+        the consuming node, in the context of the backward's caller. Must not
+        modify ``grad`` in place.
+        """
+        from .graph._node import RemovableHandle
+
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        wrapped = _TensorHook(hook, self.device)
+        if self.grad_fn is not None:
+            return self.grad_fn._register_tensor_pre_hook(self.output_nr, wrapped)
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(wrapped)
+        return RemovableHandle(self._hooks, wrapped)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
+        """``hook(tensor) -> None``, called after backward wrote this leaf's ``.grad``."""
+        from .graph._node import RemovableHandle
+
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = []
+        self._post_acc_hooks.append(hook)
+        return RemovableHandle(self._post_acc_hooks, hook)
+
+    # ---- conversion ----
+
+    def detach(self) -> Tensor:
+        """A new leaf sharing this tensor's array and version counter."""
+        t = Tensor._wrap(self.data, self.device)
+        t._vc = self._vc
+        return t
+
+    def detach_(self) -> Tensor:
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self.grad_fn = None
+        self.output_nr = 0
+        self._rg = False
+        return self
+
+    def numpy(self) -> numpy.ndarray:
+        if self._rg:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead."
+            )
+        if self.device is not CPU:
+            raise TypeError(
+                f"can't convert {self.device} tensor to numpy. Use Tensor.cpu() to copy the "
+                "tensor to host memory first."
+            )
+        return self.data
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> numpy.ndarray:
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def item(self) -> Any:
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.data.size} elements cannot be converted to Scalar"
+            )
+        return self.data.reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.device.backend.to_host(self.data).tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.data.dtype.kind not in "iu" or self.data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with {self.data.size} elements is ambiguous"
+            )
+        return bool(self.item())
+
+    def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return int(self.data.shape[0])
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self.data.shape[0]):
+            yield self[i]
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        body = numpy.array2string(
+            self.device.backend.to_host(self.data), separator=", ", prefix="tensor("
+        )
+        extras = []
+        if self.device is not CPU:
+            extras.append(f"device='{self.device}'")
+        if self.data.dtype not in (float32, int64, bool_):
+            extras.append(f"dtype={self.data.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self._rg:
+            extras.append("requires_grad=True")
+        return "tensor(" + ", ".join([body, *extras]) + ")"
+
+    # ---- differentiation ----
+
+    async def backward(
+        self,
+        gradient: Any = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs: Any = None,
+    ) -> None:
+        """``await t.backward()``: see :func:`aiograd.backward`."""
+        from .autograd import backward
+
+        await backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
+                       inputs=inputs)
+
+    def backward_sync(
+        self,
+        gradient: Any = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs: Any = None,
+    ) -> None:
+        """Blocking form of :meth:`backward` for scripts and sync backward functions."""
+        from .autograd import backward_sync
+
+        backward_sync(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
+                      inputs=inputs)
+
+
+class _TensorHook:
+    """Adapts a user tensor hook to the engine, which passes raw arrays.
+
+    Contract: ``hook(grad: Tensor) -> Tensor | None``. Called on the thread
+    running the consuming node.
+    """
+
+    __slots__ = ("fn", "device")
+
+    def __init__(self, fn: Callable[[Tensor], Any], device: Device) -> None:
+        self.fn = fn
+        self.device = device
+
+    def __call__(self, grad: Any) -> Any:
+        is_tensor = isinstance(grad, Tensor)
+        result = self.fn(grad if is_tensor else Tensor._wrap(grad, self.device))
+        if result is None:
+            return grad
+        if not isinstance(result, Tensor):
+            raise TypeError(
+                f"a tensor hook must return a Tensor or None, got {type(result).__name__}"
+            )
+        return result if is_tensor else result.data
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _TensorHook) and other.fn is self.fn)
+
+    __hash__ = object.__hash__
+
+
+# ---- factories ----
+
+def _resolve_dtype(dtype: Any) -> numpy.dtype | None:
+    if dtype is None:
+        return None
+    try:
+        return numpy.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"unknown dtype {dtype!r}") from None
+
+
+def _place(array: numpy.ndarray, device: Any) -> tuple[Any, Device]:
+    dev = devices.device(device) if device is not None else CPU
+    if dev is CPU:
+        return array, dev
+    return dev.backend.from_host(array, dev.index), dev
+
+
+def _finish(data: Any, dev: Device, requires_grad: bool) -> Tensor:
+    t = Tensor._wrap(data, dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(
+    data: Any,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A new leaf tensor holding a copy of ``data``.
+
+    Python floats become float32 (PyTorch's default dtype), ints int64,
+    bools bool; NumPy arrays keep their dtype.
+    """
+    dt = _resolve_dtype(dtype)
+    if isinstance(data, Tensor):
+        src = data.device.backend.to_host(data.data)
+        arr = numpy.array(src, dtype=dt, copy=True)
+        return _finish(*_place(arr, device if device is not None else data.device), requires_grad)
+    if isinstance(data, numpy.ndarray) or isinstance(data, numpy.generic):
+        arr = numpy.array(data, dtype=dt, copy=True)
+    else:
+        dev = devices.device(device) if device is not None else CPU
+        if dev is not CPU and dev.backend.owns(data):
+            arr = dev.xp.array(data, dtype=dt, copy=True)
+            return _finish(arr, dev, requires_grad)
+        for backend in devices.backends().values():
+            if backend.name != "cpu" and backend.owns(data):
+                src_dev = devices.device(backend.name, backend.device_index(data))
+                arr = numpy.array(backend.to_host(data), dtype=dt)
+                return _finish(*_place(arr, device if device is not None else src_dev),
+                               requires_grad)
+        arr = _from_python(data, dt)
+    return _finish(*_place(arr, device), requires_grad)
+
+
+def _from_python(data: Any, dt: numpy.dtype | None) -> numpy.ndarray:
+    if isinstance(data, (str, bytes)) or data is None:
+        raise TypeError(f"tensor() cannot make a tensor from {type(data).__name__}")
+    try:
+        arr = numpy.array(data, dtype=dt)
+    except (ValueError, TypeError) as exc:
+        raise TypeError(f"tensor() cannot make a tensor from this data: {exc}") from None
+    if arr.dtype == object:
+        raise TypeError("tensor() needs numbers or nested sequences of numbers of equal length")
+    if dt is None and arr.dtype.kind == "f":
+        arr = arr.astype(float32)
+    elif dt is None and arr.dtype.kind in "iu":
+        arr = arr.astype(int64)
+    return arr
+
+
+def from_numpy(array: numpy.ndarray) -> Tensor:
+    """A CPU tensor sharing memory with ``array`` (no copy)."""
+    if not isinstance(array, numpy.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    return Tensor._wrap(array, CPU)
+
+
+def _shape_arg(size: Sequence[Any]) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool) or s < 0:
+            raise ValueError(f"sizes must be non-negative ints, got {tuple(size)!r}")
+    return tuple(int(s) for s in size)
+
+
+def _default_float(dtype: Any) -> numpy.dtype:
+    dt = _resolve_dtype(dtype)
+    return float32 if dt is None else dt
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    arr = numpy.zeros(_shape_arg(size), dtype=_default_float(dtype))
+    return _finish(*_place(arr, device), requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    arr = numpy.ones(_shape_arg(size), dtype=_default_float(dtype))
+    return _finish(*_place(arr, device), requires_grad)
+
+
+def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    shape = _shape_arg((size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
+    dt = _resolve_dtype(dtype)
+    if dt is None:
+        dt = float32 if isinstance(fill_value, float) else numpy.array(fill_value).dtype
+        if isinstance(fill_value, bool):
+            dt = bool_
+        elif isinstance(fill_value, int):
+            dt = int64
+    arr = numpy.full(shape, fill_value, dtype=dt)
+    return _finish(*_place(arr, device), requires_grad)
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    dt = _resolve_dtype(dtype)
+    if dt is None:
+        is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        dt = int64 if is_int else float32
+    arr = numpy.arange(start, end, step, dtype=dt)
+    return _finish(*_place(arr, device), requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
+    arr = numpy.eye(n, m, dtype=_default_float(dtype))
+    return _finish(*_place(arr, device), requires_grad)
+
+
+_rng = numpy.random.default_rng()
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the generator behind ``randn``/``rand`` (process-wide)."""
+    global _rng
+    _rng = numpy.random.default_rng(seed)
+
+
+def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+          generator: numpy.random.Generator | None = None) -> Tensor:
+    gen = _rng if generator is None else generator
+    arr = gen.standard_normal(_shape_arg(size)).astype(_default_float(dtype))
+    return _finish(*_place(arr, device), requires_grad)
+
+
+def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+         generator: numpy.random.Generator | None = None) -> Tensor:
+    gen = _rng if generator is None else generator
+    arr = gen.random(_shape_arg(size)).astype(_default_float(dtype))
+    return _finish(*_place(arr, device), requires_grad)
+
+
+def _like(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def like(t: Tensor, *args: Any, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn.__name__}_like expects a Tensor, got {type(t).__name__}")
+        return fn(t.shape, *args, dtype=t.dtype if dtype is None else dtype,
+                  device=t.device if device is None else device, requires_grad=requires_grad)
+
+    like.__name__ = fn.__name__ + "_like"
+    like.__doc__ = f"Like :func:`{fn.__name__}` with the shape, dtype and device of ``t``."
+    return like
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+full_like = _like(full)
+randn_like = _like(randn)
+rand_like = _like(rand)
+
+
+def is_grad_recording(*tensors: Tensor) -> bool:
+    """True when an op on ``tensors`` must record a node."""
+    if not _grad_enabled.get():
+        return False
+    for t in tensors:
+        if t._rg:
+            return True
+    return False

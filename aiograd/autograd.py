@@ -1,0 +1,399 @@
+"""backward() and grad(): the public entry points (seed ``python_engine.cpp`` run_backward).
+
+The awaitable forms are the primitive; the ``*_sync`` forms drive the same
+GraphTask from a blocking call and are meant for scripts and for sync
+backward functions (reentrant backward). Both validate their arguments here,
+on the caller's thread, so bad input fails fast with a clear message.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import numbers
+import warnings
+from typing import Any, Sequence
+
+from ._tensor import Tensor
+from .engine import engine as _engine_mod
+from .engine.engine import multithreading_enabled
+from .engine.graph_task import GraphTask, checkpoint_valid, current_graph_task
+from .engine.validate import validate_outputs
+from .graph._node import GradientEdge, GraphRoot, Node, gradient_edge
+
+__all__ = [
+    "backward",
+    "backward_sync",
+    "grad",
+    "grad_sync",
+    "queue_callback",
+    "is_checkpoint_valid",
+    "set_multithreading_enabled",
+    "current_graph_task_id",
+    "current_graph_task_execution_order",
+]
+
+_Edge = tuple[Node, int]
+
+_CREATE_GRAPH_WARNING = (
+    "Using backward() with create_graph=True will create a reference cycle between the "
+    "parameter and its gradient which can cause a memory leak. We recommend using "
+    "autograd.grad when creating the graph to avoid this. If you have to use this function, "
+    "make sure to reset the .grad fields of your parameters to None after use to break the "
+    "cycle and avoid the leak."
+)
+
+
+def _tensor_seq(value: Any, name: str) -> list[Tensor]:
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, GradientEdge):
+        raise TypeError(f"{name} must be Tensors, got a GradientEdge")
+    if isinstance(value, (tuple, list)):
+        items = list(value)
+        for i, t in enumerate(items):
+            if not isinstance(t, Tensor):
+                raise TypeError(
+                    f"{name} must be a Tensor or a sequence of Tensors; element {i} is a "
+                    f"{type(t).__name__}"
+                )
+        return items
+    raise TypeError(
+        f"{name} must be a Tensor or a sequence of Tensors, got {type(value).__name__}"
+    )
+
+
+def _grad_seq(value: Any, n: int, name: str) -> list[Any]:
+    if value is None:
+        return [None] * n
+    if isinstance(value, Tensor):
+        items: list[Any] = [value]
+    elif isinstance(value, (tuple, list)):
+        items = list(value)
+    else:
+        raise TypeError(
+            f"{name} must be a Tensor, a sequence of Tensors (or None), or None; got "
+            f"{type(value).__name__}"
+        )
+    if len(items) != n:
+        raise ValueError(
+            f"{name} has {len(items)} element(s) but there are {n} output tensor(s); "
+            "pass one gradient (or None) per output"
+        )
+    return items
+
+
+def _make_grads(outputs: list[Tensor], grads: list[Any], create_graph: bool,
+                name: str) -> list[Any]:
+    """The root gradients (seed ``_make_grads``): given, or ones for scalar outputs."""
+    result = []
+    for i, (out, g) in enumerate(zip(outputs, grads)):
+        if g is None:
+            if out._rg:
+                if out.data.size != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                if out.dtype.kind != "f":
+                    raise RuntimeError(
+                        "grad can be implicitly created only for real scalar outputs but got "
+                        f"{out.dtype}"
+                    )
+                ones = out.device.xp.ones_like(out.data)
+                g = Tensor._wrap(ones, out.device)
+            result.append(g if g is None or create_graph else g.data)
+            continue
+        if isinstance(g, numbers.Number) or not isinstance(g, Tensor):
+            raise TypeError(
+                f"{name}[{i}] must be a Tensor or None, got {type(g).__name__}"
+            )
+        if g.shape != out.shape:
+            raise RuntimeError(
+                f"Mismatch in shape: {name}[{i}] has a shape of {tuple(g.shape)} and "
+                f"output[{i}] has a shape of {tuple(out.shape)}."
+            )
+        if g.device is not out.device:
+            raise RuntimeError(
+                f"{name}[{i}] is on {g.device} but output[{i}] is on {out.device}; "
+                "move the gradient to the output's device"
+            )
+        if g.dtype.kind not in "fiub":
+            raise TypeError(f"{name}[{i}] has unsupported dtype {g.dtype}")
+        result.append(g if create_graph else g.data)
+    return result
+
+
+def _input_edges(inputs: Any, *, for_backward: bool) -> list[_Edge | None]:
+    if isinstance(inputs, (Tensor, GradientEdge)):
+        inputs = [inputs]
+    elif not isinstance(inputs, (tuple, list)):
+        raise TypeError(
+            f"inputs must be a Tensor, a GradientEdge or a sequence of them, got "
+            f"{type(inputs).__name__}"
+        )
+    if not inputs:
+        if for_backward:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        raise ValueError("grad requires non-empty inputs.")
+    edges: list[_Edge | None] = []
+    for i, t in enumerate(inputs):
+        if isinstance(t, GradientEdge):
+            edges.append((t.node, t.output_nr))
+            continue
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                "all inputs have to be Tensors or GradientEdges, but got "
+                f"{type(t).__name__} at index {i}"
+            )
+        if not t._rg:
+            raise RuntimeError(
+                f"One of the differentiated Tensors does not require grad (input {i})"
+            )
+        if t.grad_fn is not None:
+            if for_backward:
+                t.retain_grad()
+            edges.append((t.grad_fn, t.output_nr))
+        else:
+            acc = t._accumulator() if t._accumulator is not None else None
+            edges.append(None if acc is None else (acc, 0))
+    return edges
+
+
+def _make_task(
+    tensors: Any,
+    grad_tensors: Any,
+    retain_graph: bool | None,
+    create_graph: bool,
+    inputs: Any,
+    *,
+    accumulate_grad: bool,
+    names: tuple[str, str],
+) -> tuple[GraphTask, contextvars.Context] | None:
+    if not isinstance(create_graph, bool):
+        raise TypeError(f"create_graph must be a bool, got {type(create_graph).__name__}")
+    if retain_graph is not None and not isinstance(retain_graph, bool):
+        raise TypeError(f"retain_graph must be a bool or None, got {type(retain_graph).__name__}")
+    outputs = _tensor_seq(tensors, names[0])
+    grads = _make_grads(outputs, _grad_seq(grad_tensors, len(outputs), names[1]),
+                        create_graph, names[1])
+    keep_graph = create_graph if retain_graph is None else retain_graph
+    root_edges: list[_Edge | None] = []
+    for i, out in enumerate(outputs):
+        edge = gradient_edge(out)
+        if edge is None:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+        root_edges.append(edge)
+    output_edges = None
+    if inputs is not None:
+        output_edges = _input_edges(inputs, for_backward=accumulate_grad)
+    if accumulate_grad and create_graph:
+        warnings.warn(_CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
+    root = GraphRoot(tuple(root_edges), grads)
+    root.outputs = validate_outputs(root, grads)
+    if len(root_edges) == 1:
+        node, input_nr = root_edges[0]  # type: ignore[misc]
+        buffer: list[Any] = [None] * len(node.input_metadata)
+        buffer[input_nr] = root.outputs[0]
+        root_node: Node = node
+    else:
+        root_node, buffer = root, []
+    parent = current_graph_task.get()
+    gt = GraphTask(
+        keep_graph=keep_graph,
+        create_graph=create_graph,
+        depth=0 if parent is None else parent.depth + 1,
+        root_node=root_node,
+        root_inputs=buffer,
+        roots=[e[0] for e in root_edges if e is not None],
+        outputs=output_edges,
+        accumulate_grad=accumulate_grad,
+        parent=parent,
+    )
+    return gt, contextvars.copy_context()
+
+
+def _results(gt: GraphTask, edges: list[_Edge | None], allow_unused: bool) -> tuple[Any, ...]:
+    out = []
+    for i, g in enumerate(gt.captured):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    "One of the differentiated Tensors appears to not have been used in the "
+                    f"graph (input {i}). Set allow_unused=True if this is the desired behavior."
+                )
+            out.append(None)
+        else:
+            out.append(g if isinstance(g, Tensor) else Tensor._wrap(g))
+    return tuple(out)
+
+
+# ---- backward ----
+
+async def backward(
+    tensors: Any,
+    grad_tensors: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Any = None,
+) -> None:
+    """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves.
+
+    ``await aiograd.backward(loss)``. Runs the graph on the device workers;
+    the event loop stays free. Cancelling the awaiting task stops the
+    backward (see docs/cancellation.md). ``inputs`` restricts accumulation to
+    those tensors (non-leaf inputs get ``.grad`` too).
+    """
+    made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
+                      accumulate_grad=True, names=("tensors", "grad_tensors"))
+    if made is not None:
+        await _engine_mod.get_engine().run_async(*made)
+
+
+def backward_sync(
+    tensors: Any,
+    grad_tensors: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Any = None,
+) -> None:
+    """Blocking :func:`backward`, for scripts and sync backward functions."""
+    made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
+                      accumulate_grad=True, names=("tensors", "grad_tensors"))
+    if made is not None:
+        _engine_mod.get_engine().run_sync(*made)
+
+
+# ---- grad ----
+
+def _grad_task(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
+               create_graph: bool, allow_unused: bool | None) -> Any:
+    if allow_unused is not None and not isinstance(allow_unused, bool):
+        raise TypeError(f"allow_unused must be a bool, got {type(allow_unused).__name__}")
+    if inputs is None:
+        raise TypeError("grad() missing required argument 'inputs'")
+    made = _make_task(outputs, grad_outputs, retain_graph, create_graph, inputs,
+                      accumulate_grad=False, names=("outputs", "grad_outputs"))
+    assert made is not None
+    return made
+
+
+async def grad(
+    outputs: Any,
+    inputs: Any,
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool | None = None,
+) -> tuple[Tensor | None, ...]:
+    """The gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is not touched)."""
+    gt, ctx = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                         allow_unused)
+    await _engine_mod.get_engine().run_async(gt, ctx)
+    return _results(gt, gt.outputs or [], bool(allow_unused))
+
+
+def grad_sync(
+    outputs: Any,
+    inputs: Any,
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool | None = None,
+) -> tuple[Tensor | None, ...]:
+    """Blocking :func:`grad`."""
+    gt, ctx = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                         allow_unused)
+    _engine_mod.get_engine().run_sync(gt, ctx)
+    return _results(gt, gt.outputs or [], bool(allow_unused))
+
+
+# ---- engine hooks ----
+
+def queue_callback(callback: Any) -> None:
+    """Run ``callback()`` after all nodes of the current backward, before it returns.
+
+    Only valid inside a backward (a hook or a backward function). Callbacks
+    run in the order queued; they may queue more; an ``async def`` callback
+    is awaited on the caller's loop. An exception in one fails the backward.
+    """
+    if not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    gt = current_graph_task.get()
+    if gt is None:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    with gt.lock:
+        gt.final_callbacks.append(callback)
+
+
+def is_checkpoint_valid() -> bool:
+    """False inside a backward started by ``grad()``-style calls with ``inputs``."""
+    return checkpoint_valid.get()
+
+
+def current_graph_task_id() -> int:
+    """The id of the GraphTask running the current node, or -1 outside backward."""
+    gt = current_graph_task.get()
+    return -1 if gt is None else gt.id
+
+
+def current_graph_task_execution_order() -> list[Node]:
+    """The order in which the current GraphTask runs its nodes (multithreading disabled).
+
+    As the seed's ``get_current_graph_task_execution_order``: simulated from
+    the dependencies, highest sequence_nr first.
+    """
+    import heapq
+
+    gt = current_graph_task.get()
+    if gt is None:
+        return []
+    if not gt.single_thread:
+        raise RuntimeError(
+            "current_graph_task_execution_order expects the current backward to be executed "
+            "with multithreading disabled, e.g. by running:\n\n"
+            "    with aiograd.set_multithreading_enabled(False):\n"
+            "        await aiograd.grad(...)"
+        )
+    deps = dict(gt.dependencies or {})
+    info = gt.exec_info
+    heap = [(-n.sequence_nr, i, n) for i, n in enumerate(gt.roots)]
+    heapq.heapify(heap)
+    out: list[Node] = []
+    tie = len(heap)
+    while heap:
+        _, _, fn = heapq.heappop(heap)
+        out.append(fn)
+        for edge in fn.next_edges:
+            if edge is None:
+                continue
+            child = edge[0]
+            if info is not None and not info.get(child):
+                continue
+            if child not in deps:
+                continue
+            deps[child] -= 1
+            if deps[child] == 0:
+                del deps[child]
+                tie += 1
+                heapq.heappush(heap, (-child.sequence_nr, tie, child))
+    return out
+
+
+class set_multithreading_enabled:
+    """Enable/disable running backward on device workers (callable and context manager).
+
+    Disabled, a backward runs every node on the calling thread in PyTorch's
+    deterministic order; ``await backward()`` then runs them on the loop thread.
+    """
+
+    def __init__(self, mode: bool) -> None:
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_multithreading_enabled expects a bool, got {type(mode).__name__}")
+        self.mode = mode
+        self._prev = multithreading_enabled.get()
+        multithreading_enabled.set(mode)
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        multithreading_enabled.set(self._prev)

@@ -1,0 +1,345 @@
+"""Devices and device backends.
+
+A backend supplies what the engine needs of a kind of device: the array
+module, how many devices there are, which device an array lives on, copies to
+and from the host, and streams and events. ``cpu`` (NumPy) and ``cuda`` (CuPy,
+imported only when first used) are built in; :func:`register_backend` adds
+others, the way PyTorch's PrivateUse1 does. The test suite registers a
+NumPy-backed backend with several logical devices and recorded streams to run
+multi-device scheduling on a machine without a GPU.
+
+Streams follow Note [Streaming backwards] (seed ``engine.cpp``): a backend
+without streams returns ``None`` from :meth:`DeviceBackend.current_stream`
+and the engine then skips every stream step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator
+
+import numpy
+
+__all__ = [
+    "Device",
+    "DeviceBackend",
+    "CPUBackend",
+    "CUDABackend",
+    "device",
+    "register_backend",
+    "get_backend",
+    "backends",
+]
+
+
+class DeviceBackend:
+    """The interface of a device backend. Subclass it and register an instance.
+
+    Methods that take ``index`` get the device index within this backend.
+    Every method may be called from any thread (device workers, the event
+    loop, user threads); implementations keep their own state thread-safe.
+    """
+
+    #: the device type string, e.g. ``"cuda"``
+    name: str = ""
+    #: the array module (``numpy``, ``cupy``, ...)
+    xp: Any = numpy
+    #: whether this backend has streams (the engine skips stream work if not)
+    has_streams: bool = False
+
+    def device_count(self) -> int:
+        raise NotImplementedError
+
+    def is_initialized(self) -> bool:
+        """False while the backend has not been used (the engine then skips it)."""
+        return True
+
+    def owns(self, array: Any) -> bool:
+        """True if ``array`` is an array of this backend."""
+        raise NotImplementedError
+
+    def device_index(self, array: Any) -> int:
+        """The index of the device ``array`` lives on."""
+        raise NotImplementedError
+
+    def from_host(self, array: numpy.ndarray, index: int) -> Any:
+        """Copy a NumPy array onto device ``index``."""
+        raise NotImplementedError
+
+    def to_host(self, array: Any) -> numpy.ndarray:
+        """Copy an array of this backend into a NumPy array."""
+        raise NotImplementedError
+
+    def copy_to(self, array: Any, index: int) -> Any:
+        """Copy an array of this backend onto device ``index`` of this backend."""
+        return self.from_host(self.to_host(array), index)
+
+    @contextlib.contextmanager
+    def device_guard(self, index: int) -> Iterator[None]:
+        """Make ``index`` the current device of this thread inside the block."""
+        yield
+
+    # ---- streams and events (only called when has_streams) ----
+
+    def current_stream(self, index: int) -> Any:
+        return None
+
+    @contextlib.contextmanager
+    def stream_guard(self, stream: Any) -> Iterator[None]:
+        """Make ``stream`` current on its device inside the block."""
+        yield
+
+    def record_event(self, stream: Any) -> Any:
+        """Record an event on ``stream`` and return it."""
+        raise NotImplementedError
+
+    def wait_event(self, stream: Any, event: Any) -> None:
+        """Make ``stream`` wait for ``event`` (no host blocking)."""
+        raise NotImplementedError
+
+    def wait_stream(self, waiter: Any, producer: Any) -> None:
+        """Make stream ``waiter`` wait for all work queued so far on ``producer``."""
+        self.wait_event(waiter, self.record_event(producer))
+
+
+class CPUBackend(DeviceBackend):
+    """NumPy arrays on the host. There is one CPU device and no streams."""
+
+    name = "cpu"
+    xp = numpy
+
+    def device_count(self) -> int:
+        return 1
+
+    def owns(self, array: Any) -> bool:
+        return isinstance(array, (numpy.ndarray, numpy.generic))
+
+    def device_index(self, array: Any) -> int:
+        return 0
+
+    def from_host(self, array: numpy.ndarray, index: int) -> Any:
+        return array
+
+    def to_host(self, array: Any) -> numpy.ndarray:
+        return numpy.asarray(array)
+
+
+class CUDABackend(DeviceBackend):
+    """CuPy arrays on CUDA devices, with CuPy's streams and events.
+
+    CuPy is imported on first use, so ``import aiograd`` works without it.
+    """
+
+    name = "cuda"
+    has_streams = True
+
+    def __init__(self) -> None:
+        self._cupy: Any = None
+
+    @property
+    def xp(self) -> Any:  # type: ignore[override]
+        if self._cupy is None:
+            try:
+                import cupy
+            except ImportError as exc:
+                raise RuntimeError(
+                    "CUDA tensors need CuPy: install aiograd with the [cuda] extra "
+                    "(pip install 'aiograd[cuda]')"
+                ) from exc
+            self._cupy = cupy
+        return self._cupy
+
+    def device_count(self) -> int:
+        try:
+            return int(self.xp.cuda.runtime.getDeviceCount())
+        except Exception:
+            return 0
+
+    def is_initialized(self) -> bool:
+        return self._cupy is not None
+
+    def owns(self, array: Any) -> bool:
+        return self._cupy is not None and isinstance(array, self._cupy.ndarray)
+
+    def device_index(self, array: Any) -> int:
+        return int(array.device.id)
+
+    def from_host(self, array: numpy.ndarray, index: int) -> Any:
+        with self.xp.cuda.Device(index):
+            return self.xp.asarray(array)
+
+    def to_host(self, array: Any) -> numpy.ndarray:
+        return self.xp.asnumpy(array)
+
+    def copy_to(self, array: Any, index: int) -> Any:
+        with self.xp.cuda.Device(index):
+            return self.xp.array(array, copy=True)
+
+    @contextlib.contextmanager
+    def device_guard(self, index: int) -> Iterator[None]:
+        with self.xp.cuda.Device(index):
+            yield
+
+    def current_stream(self, index: int) -> Any:
+        with self.xp.cuda.Device(index):
+            return self.xp.cuda.get_current_stream()
+
+    @contextlib.contextmanager
+    def stream_guard(self, stream: Any) -> Iterator[None]:
+        with stream:
+            yield
+
+    def record_event(self, stream: Any) -> Any:
+        return stream.record()
+
+    def wait_event(self, stream: Any, event: Any) -> None:
+        stream.wait_event(event)
+
+
+class Device:
+    """A device: a backend name and an index (``cpu``, ``cuda:0``, ``fake:1``).
+
+    Devices are interned: ``device("cuda:0") is device("cuda", 0)``, so the
+    engine compares them with ``is``.
+    """
+
+    __slots__ = ("type", "index", "backend", "_str")
+
+    type: str
+    index: int
+    backend: DeviceBackend
+
+    def __new__(cls, type: str, index: int | None = None) -> Device:  # noqa: A002
+        return device(type, index)
+
+    @property
+    def xp(self) -> Any:
+        return self.backend.xp
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return self._str
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except (ValueError, RuntimeError):
+                return False
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (device, (self.type, self.index))
+
+
+_lock = threading.Lock()
+_backends: dict[str, DeviceBackend] = {}
+_devices: dict[tuple[str, int], Device] = {}
+
+
+def register_backend(backend: DeviceBackend) -> None:
+    """Register a device backend under ``backend.name``.
+
+    Tensors on its devices can then be created with ``device="NAME:i"``; the
+    engine starts one worker per device of the backend on first use.
+    """
+    if not isinstance(backend, DeviceBackend):
+        raise TypeError(f"expected a DeviceBackend, got {type(backend).__name__}")
+    name = backend.name
+    if not name or not name.isidentifier():
+        raise ValueError(f"a backend needs a name that is an identifier, got {name!r}")
+    with _lock:
+        if name in _backends and name in ("cpu", "cuda"):
+            raise ValueError(f"the built-in backend {name!r} cannot be replaced")
+        _backends[name] = backend
+        for key in [k for k in _devices if k[0] == name]:
+            del _devices[key]
+
+
+def unregister_backend(name: str) -> None:
+    """Remove a registered backend (for tests). Built-in backends stay."""
+    if name in ("cpu", "cuda"):
+        raise ValueError(f"the built-in backend {name!r} cannot be removed")
+    with _lock:
+        _backends.pop(name, None)
+        for key in [k for k in _devices if k[0] == name]:
+            del _devices[key]
+
+
+def get_backend(name: str) -> DeviceBackend:
+    try:
+        return _backends[name]
+    except KeyError:
+        known = ", ".join(sorted(_backends))
+        raise RuntimeError(
+            f"unknown device type {name!r}; known types: {known} "
+            "(register others with aiograd.devices.register_backend)"
+        ) from None
+
+
+def backends() -> dict[str, DeviceBackend]:
+    """The registered backends by name (a copy)."""
+    return dict(_backends)
+
+
+def device(spec: str | Device | None = None, index: int | None = None) -> Device:
+    """Return the interned :class:`Device` for ``"cpu"``, ``"cuda:1"``, ``("cuda", 1)``."""
+    if isinstance(spec, Device):
+        return spec
+    if spec is None:
+        spec = "cpu"
+    if not isinstance(spec, str):
+        raise TypeError(f"device must be a string or a Device, got {type(spec).__name__}")
+    kind = spec
+    if ":" in spec:
+        kind, _, idx = spec.partition(":")
+        if index is not None:
+            raise ValueError(f"device {spec!r} already has an index; got index={index} too")
+        try:
+            index = int(idx)
+        except ValueError:
+            raise ValueError(f"invalid device string {spec!r}: expected 'type:index'") from None
+    if index is None:
+        index = 0
+    if not isinstance(index, int) or index < 0:
+        raise ValueError(f"device index must be a non-negative int, got {index!r}")
+    key = (kind, index)
+    found = _devices.get(key)
+    if found is not None:
+        return found
+    backend = get_backend(kind)
+    if kind == "cpu" and index != 0:
+        raise ValueError(f"there is one CPU device, cpu:0; got cpu:{index}")
+    with _lock:
+        found = _devices.get(key)
+        if found is None:
+            found = object.__new__(Device)
+            found.type = kind
+            found.index = index
+            found.backend = backend
+            found._str = kind if kind == "cpu" else f"{kind}:{index}"
+            _devices[key] = found
+    return found
+
+
+def device_of_array(array: Any) -> Device:
+    """The device of an array of any registered backend."""
+    if isinstance(array, numpy.ndarray) and type(array) is numpy.ndarray:
+        return CPU
+    for name, backend in list(_backends.items()):
+        if name != "cpu" and backend.owns(array):
+            return device(name, backend.device_index(array))
+    if isinstance(array, (numpy.ndarray, numpy.generic)):
+        return CPU
+    raise TypeError(f"not an array of any registered device backend: {type(array).__name__}")
+
+
+_backends["cpu"] = CPUBackend()
+_backends["cuda"] = CUDABackend()
+CPU = device("cpu")

@@ -1,0 +1,37 @@
+"""The engine that runs backward passes. Public: statistics, shutdown, max depth."""
+
+from __future__ import annotations
+
+from . import engine as _engine
+
+__all__ = ["EngineStats", "stats", "shutdown", "set_max_depth", "get_max_depth", "MAX_DEPTH"]
+
+EngineStats = _engine.EngineStats
+MAX_DEPTH = _engine.MAX_DEPTH
+
+
+def stats() -> _engine.EngineStats:
+    """A snapshot: queued tasks per worker, running and completed GraphTasks, threads."""
+    return _engine.get_engine().stats()
+
+
+def shutdown(timeout: float | None = None) -> bool:
+    """Stop the workers, waiting at most ``timeout`` seconds (default
+    ``AIOGRAD_SHUTDOWN_WAIT_LIMIT``, 10). A later backward starts a fresh engine.
+    Returns True if every thread stopped in time."""
+    old = _engine.get_engine()
+    stopped = old.shutdown(timeout)
+    _engine._engine = _engine.Engine()
+    _engine._engine.max_depth = old.max_depth
+    return stopped
+
+
+def set_max_depth(depth: int) -> None:
+    """Nested sync backward drives per thread before moving to the reentrant pool."""
+    if not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"max depth must be a positive int, got {depth!r}")
+    _engine.get_engine().max_depth = depth
+
+
+def get_max_depth() -> int:
+    return _engine.get_engine().max_depth

@@ -1,0 +1,904 @@
+"""The engine: runs GraphTasks on executor threads (seed ``engine.cpp``).
+
+Executors are threads that pop node tasks from their own ReadyQueue:
+
+- one long-lived *device worker* per device (``cpu``, each CUDA device, each
+  device of a registered backend), shared by every GraphTask in the process;
+- a thread blocked in ``backward_sync``: it runs the CPU nodes of its own
+  GraphTask itself (seed: the caller's ``local_ready_queue``), and, if it is a
+  worker, any other task of its queue while it waits;
+- a thread of the reentrant pool, for sync reentrant backward past
+  ``max_depth`` (See Note [Reentrant backward]).
+
+An ``await backward()`` never runs nodes on the event-loop thread: its CPU
+nodes go to the CPU worker. The awaiting coroutine (the *driver*) sleeps
+until the task finishes, runs ``async def`` backward functions and async
+final callbacks on its loop, and is woken through the loop bridge::
+
+    event loop (driver)              CPU worker                 cuda:0 worker
+    -------------------              ----------                 -------------
+    submit root ------------------>  prepare (dependencies)
+    await driver.event               slice: run ready nodes
+                                     of this task, lock-free
+                                     local heap  ------------>  node on cuda:0
+                                                 <------------  its CPU child
+                                     last node: finished.set()
+    <----- loop_waker(): event.set()
+    final callbacks, leaf streams,
+    re-raise error or return grads
+
+Note [Time slices]
+    A worker runs the ready nodes of one GraphTask from a private heap,
+    without locking its queue, for at most ``SLICE_SECONDS``; then it puts
+    the rest back on its queue (where deeper or other tasks may come first)
+    and briefly sleeps, which hands the GIL to the event loop. So per-node
+    work takes no queue lock and no loop round-trip, and the loop still gets
+    the GIL at least every slice.
+
+Note [Reentrant backward]
+    A backward function that calls ``backward_sync``/``grad_sync`` on an
+    executor thread drives the nested GraphTask on that same thread: its CPU
+    nodes go to this thread's queue, and while waiting the thread runs
+    whatever its queue holds (seed ``thread_main``). The nested task's depth
+    is its parent's + 1, and deeper tasks run first. Past ``max_depth``
+    nested drives on one thread, the nested task goes to a thread of the
+    reentrant pool instead, so the stack never overflows. An ``async def``
+    backward that awaits ``grad()`` is simply a nested await: its GraphTask
+    runs on the workers while the outer one keeps its place.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextvars
+import heapq
+import os
+import threading
+import time
+import warnings
+import weakref
+from collections import deque
+from typing import Any, Callable
+
+import anyio
+import numpy
+
+from .._tensor import Tensor
+from ..devices import CPU, Device
+from ..grad_mode import _anomaly, _grad_enabled
+from ..graph._node import AccumulateGrad, Node
+from . import hooks as _hooks
+from ._bridge import loop_waker, running_loop_library
+from .graph_task import GraphTask, checkpoint_valid, current_graph_task
+from .input_buffer import accumulate, stash_current_streams, sync_leaf_streams
+from .ready_queue import SHUTDOWN_KEY, ReadyQueue, _ticket, task_key
+from .validate import validate_outputs
+
+MAX_DEPTH = 60
+SLICE_SECONDS = 0.002
+_YIELD_SECONDS = 0.00005
+
+multithreading_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "aiograd_multithreading_enabled", default=True
+)
+
+_ndarray = numpy.ndarray
+_heappop = heapq.heappop
+_heappush = heapq.heappush
+_perf_counter = time.perf_counter
+
+
+class _ExecutorState(threading.local):
+    """Per-thread executor state. ``queue`` is None on threads that are not executors."""
+
+    queue: ReadyQueue | None = None
+    #: nested sync drives on this thread (seed: current_depth)
+    depth: int = 0
+    #: True on device workers and pool threads (not on user threads)
+    engine_thread: bool = False
+    #: warnings raised by nodes on this thread go to this list when set
+    warnings: list[Any] | None = None
+
+
+_tls = _ExecutorState()
+
+
+class EngineStats:
+    """A snapshot of the engine, for tests and monitoring."""
+
+    __slots__ = ("queued", "running_graph_tasks", "completed_graph_tasks", "workers",
+                 "pool_threads", "pool_idle")
+
+    def __init__(self, queued: dict[str, int], running: int, completed: int, workers: int,
+                 pool_threads: int, pool_idle: int) -> None:
+        #: tasks waiting in each worker's queue, by device name
+        self.queued = queued
+        #: GraphTasks started and not yet finished
+        self.running_graph_tasks = running
+        #: GraphTasks finished (successfully or not) since the engine started
+        self.completed_graph_tasks = completed
+        #: live device worker threads
+        self.workers = workers
+        #: threads in the reentrant pool, and how many of them are idle
+        self.pool_threads = pool_threads
+        self.pool_idle = pool_idle
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"EngineStats({fields})"
+
+
+class Worker:
+    """A device worker: one thread, one ReadyQueue, lives until shutdown."""
+
+    def __init__(self, engine: Engine, device: Device) -> None:
+        self.engine = engine
+        self.device = device
+        self.queue = ReadyQueue(str(device))
+        self.thread = threading.Thread(
+            target=self._main, name=f"aiograd-worker-{device}", daemon=True
+        )
+
+    def _main(self) -> None:
+        _tls.queue = self.queue
+        _tls.engine_thread = True
+        error: BaseException | None = None
+        try:
+            if self.device is CPU:
+                self.engine.run_queue(self.queue, None)
+            else:
+                with self.device.backend.device_guard(self.device.index):
+                    self.engine.run_queue(self.queue, None)
+        except BaseException as exc:  # noqa: BLE001  (a bug in the engine itself)
+            error = exc
+        finally:
+            self.engine._worker_exited(self, error)
+
+
+class ReentrantPool:
+    """Threads for nested sync backward past ``max_depth`` (seed ``ThreadPoolShared``).
+
+    Grows only when every thread is busy. Threads exit at shutdown.
+    Invariant (under ``_cond``): ``idle`` == threads waiting for a job.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._jobs: deque[Callable[[], None] | None] = deque()
+        self.threads: list[threading.Thread] = []
+        self.idle = 0
+
+    def run(self, job: Callable[[], None]) -> None:
+        with self._cond:
+            self._jobs.append(job)
+            if self.idle > len(self._jobs) - 1:
+                self._cond.notify()
+                return
+            thread = threading.Thread(target=self._main, name="aiograd-reentrant", daemon=True)
+            self.threads.append(thread)
+        thread.start()
+
+    def _main(self) -> None:
+        _tls.engine_thread = True
+        while True:
+            with self._cond:
+                self.idle += 1
+                while not self._jobs:
+                    self._cond.wait()
+                self.idle -= 1
+                job = self._jobs.popleft()
+            if job is None:
+                return
+            job()
+
+    def shutdown(self, deadline: float) -> None:
+        with self._cond:
+            for _ in self.threads:
+                self._jobs.append(None)
+            self._cond.notify_all()
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.threads = [t for t in self.threads if t.is_alive()]
+
+
+class AsyncDriver:
+    """The awaiting side of a GraphTask: sleeps on an event, runs async jobs.
+
+    ``submit`` may be called from any thread; jobs (async callables) run in
+    a task group on the driver's loop. A job submitted by a nested sync
+    GraphTask (an ``async def`` backward inside a ``backward_sync``) runs
+    here too: the driver is the ``port`` of every task it started.
+    """
+
+    def __init__(self, graph_task: GraphTask) -> None:
+        self.graph_task = graph_task
+        self.inbox: deque[Callable[[], Any]] = deque()
+        self.event = anyio.Event()
+        self.wake = loop_waker(self._on_wake)
+
+    def _on_wake(self) -> None:
+        self.event.set()
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        self.inbox.append(job)
+        self.wake()
+
+    async def serve(self) -> None:
+        """Run submitted jobs until the GraphTask is finished (Note [Completion])."""
+        gt = self.graph_task
+        async with anyio.create_task_group() as tg:
+            while True:
+                while self.inbox:
+                    tg.start_soon(self.inbox.popleft())
+                if gt.finished.is_set():
+                    break
+                await self.event.wait()
+                self.event = anyio.Event()
+
+
+class _InlinePort:
+    """Collects async jobs of a GraphTask driven inline (multithreading disabled)."""
+
+    def __init__(self) -> None:
+        self.jobs: deque[Callable[[], Any]] = deque()
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        self.jobs.append(job)
+
+
+class _BackgroundLoop:
+    """An event loop thread for async nodes of tasks that no loop awaits."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever,
+                                       name="aiograd-async", daemon=True)
+        self.thread.start()
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(job(), self.loop)
+
+    def stop(self, timeout: float) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout)
+
+
+class Engine:
+    """Owns the device workers, the reentrant pool and the running GraphTasks."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._workers: dict[Device, Worker] = {}
+        self._pool = ReentrantPool()
+        self._background: _BackgroundLoop | None = None
+        self._live: weakref.WeakSet[GraphTask] = weakref.WeakSet()
+        self.completed = 0
+        self.max_depth = MAX_DEPTH
+        self._stopping = False
+
+    # ---- executors ----
+
+    def device_queue(self, device: Device) -> ReadyQueue:
+        """The queue of ``device``'s worker, starting the worker on first use."""
+        worker = self._workers.get(device)
+        if worker is None:
+            with self._lock:
+                if self._stopping:
+                    raise RuntimeError("the aiograd engine has been shut down")
+                worker = self._workers.get(device)
+                if worker is None:
+                    worker = Worker(self, device)
+                    self._workers[device] = worker
+                    worker.thread.start()
+        return worker.queue
+
+    def _worker_exited(self, worker: Worker, error: BaseException | None) -> None:
+        with self._lock:
+            if self._workers.get(worker.device) is worker:
+                del self._workers[worker.device]
+        if error is None:
+            return
+        # The worker died of an engine bug: fail every task it held; the next
+        # task for its device starts a new worker.
+        message = RuntimeError(
+            f"aiograd worker thread for {worker.device} died: {error!r}; its graph tasks "
+            "failed and a new worker will be started"
+        )
+        message.__cause__ = error
+        with self._lock:
+            live = set(self._live)
+        for gt in set(worker.queue.graph_tasks()) | live:
+            if gt.cpu_queue is worker.queue or gt.outstanding:
+                self._fail(gt, message)
+                self._signal_if_done(gt)
+
+    def _background_port(self) -> _BackgroundLoop:
+        with self._lock:
+            if self._background is None:
+                self._background = _BackgroundLoop()
+            return self._background
+
+    def run_queue(self, queue: ReadyQueue, until: GraphTask | None) -> None:
+        """Pop and run tasks of ``queue`` until shutdown, or until ``until`` finishes."""
+        pop = queue.pop
+        while until is None or not until.finished.is_set():
+            task = pop()
+            if task[0] == SHUTDOWN_KEY:
+                if until is None:
+                    return
+                queue.shutdown()  # keep it for the worker's own loop
+                time.sleep(0.001)
+                continue
+            if task[3] is None:  # a wake-up
+                continue
+            self.run_slice(queue, task[2], [task])
+            if len(queue):
+                time.sleep(_YIELD_SECONDS)
+
+    # ---- running nodes ----
+
+    def run_slice(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> None:
+        """Run ready nodes of ``gt`` from ``heap`` for one time slice (Note [Time slices])."""
+        with gt.lock:
+            if gt.stopped:
+                gt.outstanding -= len(heap)
+                heap.clear()
+                stopped = True
+            else:
+                gt.active += 1
+                stopped = False
+        if stopped:
+            self._signal_if_done(gt)
+            return
+        previous = _tls.warnings
+        _tls.warnings = gt.warnings
+        try:
+            gt.context.copy().run(self._drain, queue, gt, heap)
+        except BaseException as exc:  # noqa: BLE001  (an engine bug: fail the task, not the thread)
+            self._fail(gt, exc)
+        finally:
+            _tls.warnings = previous
+            with gt.lock:
+                gt.active -= 1
+                if heap:
+                    gt.outstanding -= len(heap)
+                    heap.clear()
+            self._signal_if_done(gt)
+
+    def _drain(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> None:
+        if gt.dependencies is None:
+            gt.prepare()
+        deadline = _perf_counter() + SLICE_SECONDS
+        evaluate = self._evaluate
+        route = self._route
+        while heap:
+            if gt.stopped:
+                return
+            task = _heappop(heap)
+            node = task[3]
+            try:
+                outputs = evaluate(gt, node, task[4])
+            except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
+                with gt.lock:
+                    gt.outstanding -= 1
+                self._fail(gt, exc, node)
+                return
+            route(gt, node, outputs, queue, heap)
+            if heap and _perf_counter() > deadline and queue is not None:
+                queue.push_many(heap)
+                heap.clear()
+                return
+
+    def _evaluate(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
+        """Hooks, the function, validation (seed ``evaluate_function``/``call_function``).
+
+        Returns the gradients to route, or None when the node is only captured.
+        """
+        if gt.exec_info is not None:
+            inputs = self._instrument(gt, node, inputs)
+            if inputs is None:
+                return None
+        if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks
+                or (type(node) is AccumulateGrad and node.variable._hooks)):
+            inputs = _hooks.call_pre_hooks(node, inputs)
+        meta = node.input_metadata
+        if meta and meta[0].stream is not None:
+            with meta[0].device.backend.stream_guard(meta[0].stream):
+                outputs = node.apply(inputs, gt.create_graph)
+        else:
+            outputs = node.apply(inputs, gt.create_graph)
+        return self._finish_outputs(gt, node, inputs, outputs)
+
+    def _finish_outputs(self, gt: GraphTask, node: Node, inputs: list[Any], outputs: Any) -> Any:
+        if not gt.keep_graph:
+            node.release_variables()
+        edges = node.next_edges
+        if len(outputs) != len(edges):
+            outputs = validate_outputs(node, outputs)
+        else:
+            for i, edge in enumerate(edges):
+                grad = outputs[i]
+                if edge is None or grad is None:
+                    continue
+                meta = edge[0].input_metadata[edge[1]]
+                if (type(grad) is not _ndarray or grad.shape != meta.shape
+                        or grad.dtype != meta.dtype or meta.device is not CPU):
+                    outputs = validate_outputs(node, outputs)
+                    break
+        if node._post_hooks:
+            outputs = _hooks.call_post_hooks(node, outputs, inputs)
+        if gt.check_nan:
+            _hooks.check_nan(node, outputs)
+        return outputs
+
+    def _instrument(self, gt: GraphTask, node: Node, inputs: list[Any]) -> list[Any] | None:
+        """Captures for ``grad()`` inputs; None if the node itself must not run."""
+        needed = gt.exec_info.get(node)  # type: ignore[union-attr]
+        if not needed:
+            inputs = _hooks.call_tensor_pre_hooks(node, inputs)
+        captures = gt.captures.get(node)
+        if captures:
+            with gt.lock:
+                for input_nr, index in captures:
+                    gt.captured[index] = inputs[input_nr]
+            self._record_leaf_stream(gt, node)
+        return inputs if needed else None
+
+    def _record_leaf_stream(self, gt: GraphTask, node: Node) -> None:
+        meta = node.input_metadata
+        if meta and meta[0].stream is not None:
+            with gt.lock:
+                gt.leaf_streams.add((meta[0].stream, meta[0].device))
+
+    def _route(self, gt: GraphTask, node: Node, outputs: Any, queue: ReadyQueue | None,
+               heap: list[Any] | None) -> None:
+        """Deliver ``outputs`` along ``node``'s edges; dispatch nodes that became ready."""
+        if outputs is None or not node.next_edges:
+            if outputs is not None:
+                self._record_leaf_stream(gt, node)  # a leaf: AccumulateGrad
+            with gt.lock:
+                gt.outstanding -= 1
+            return
+        ready = []
+        exec_info = gt.exec_info
+        with gt.lock:
+            gt.outstanding -= 1
+            deps = gt.dependencies
+            not_ready = gt.not_ready
+            for i, edge in enumerate(node.next_edges):
+                if edge is None:
+                    continue
+                nxt, input_nr = edge
+                count = deps.get(nxt)  # type: ignore[union-attr]
+                if count is None:
+                    raise RuntimeError(f"dependency not found for {nxt.name()}")
+                if count == 1:
+                    del deps[nxt]  # type: ignore[union-attr]
+                else:
+                    deps[nxt] = count - 1  # type: ignore[index]
+                buffer = not_ready.get(nxt)
+                if buffer is None:
+                    if exec_info is not None and nxt not in exec_info:
+                        continue
+                    buffer = [None] * len(nxt.input_metadata)
+                    if count != 1:
+                        not_ready[nxt] = buffer
+                elif count == 1:
+                    del not_ready[nxt]
+                accumulate(buffer, input_nr, outputs[i], nxt)
+                if count == 1:
+                    gt.outstanding += 1
+                    ready.append((nxt, buffer))
+        for nxt, buffer in ready:
+            self._dispatch(gt, nxt, buffer, queue, heap)
+
+    def _dispatch(self, gt: GraphTask, node: Node, inputs: list[Any], queue: ReadyQueue | None,
+                  heap: list[Any] | None) -> None:
+        if node.is_async:
+            gt.port.submit(lambda: self._run_async_node(gt, node, inputs))
+            return
+        key = task_key(gt.depth, node.sequence_nr)
+        target = self._queue_for(gt, node)
+        if target is queue and heap is not None:
+            _heappush(heap, (key, next(_ticket), gt, node, inputs))
+        else:
+            target.push(key, gt, node, inputs)
+
+    def _queue_for(self, gt: GraphTask, node: Node) -> ReadyQueue:
+        meta = node.input_metadata
+        if not meta or gt.single_thread:
+            return gt.cpu_queue
+        device = meta[0].device
+        if device is CPU:
+            return gt.cpu_queue
+        return self.device_queue(device)
+
+    async def _run_async_node(self, gt: GraphTask, node: Node, inputs: list[Any]) -> None:
+        """Run an ``async def`` backward on the loop, then route its outputs."""
+        with gt.lock:
+            if gt.stopped:
+                gt.outstanding -= 1
+                stopped = True
+            else:
+                gt.active += 1
+                stopped = False
+        if stopped:
+            self._signal_if_done(gt)
+            return
+        for var, value in gt.context.items():
+            var.set(value)
+        try:
+            if gt.exec_info is not None:
+                inputs = self._instrument(gt, node, inputs)
+            if inputs is None:
+                outputs = None
+            else:
+                if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks):
+                    inputs = _hooks.call_pre_hooks(node, inputs)
+                outputs = await node.apply_async(inputs, gt.create_graph)
+                outputs = self._finish_outputs(gt, node, inputs, outputs)
+        except BaseException as exc:
+            with gt.lock:
+                gt.outstanding -= 1
+            if not isinstance(exc, anyio.get_cancelled_exc_class()):
+                self._fail(gt, exc, node)
+                return
+            gt.cancel()
+            raise
+        else:
+            self._route(gt, node, outputs, None, None)
+        finally:
+            with gt.lock:
+                gt.active -= 1
+            self._signal_if_done(gt)
+
+    # ---- completion and errors ----
+
+    def _fail(self, gt: GraphTask, exc: BaseException, node: Node | None = None) -> None:
+        if node is not None and node.anomaly_trace and gt.error is None:
+            exc.add_note(f"Traceback of forward call that caused the error (node "
+                         f"{node.name()}):\n{node.anomaly_trace}")
+        gt.fail(exc)
+
+    def _signal_if_done(self, gt: GraphTask) -> None:
+        with gt.lock:
+            if gt.finished.is_set() or not gt.done_locked():
+                return
+            gt.finished.set()
+        waker = gt.waker
+        if waker is not None:
+            waker()
+
+    def _cancel_tree(self, gt: GraphTask) -> None:
+        """Cancel ``gt`` and every live GraphTask nested in it; drop their queued tasks."""
+        tasks = [gt]
+        with self._lock:
+            live = list(self._live)
+        for other in live:
+            parent = other.parent
+            while parent is not None:
+                if parent is gt:
+                    tasks.append(other)
+                    break
+                parent = parent.parent
+        queues = [w.queue for w in list(self._workers.values())]
+        for task in tasks:
+            task.cancel()
+            for q in {*queues, task.cpu_queue}:
+                if q is not None:
+                    dropped = q.discard(task)
+                    if dropped:
+                        with task.lock:
+                            task.outstanding -= dropped
+            self._signal_if_done(task)
+
+    # ---- drivers ----
+
+    def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context) -> None:
+        gt.cpu_queue = cpu_queue
+        context.run(_enter_task_context, gt)
+        gt.context = context
+        gt.check_nan = context.run(lambda: _anomaly.get() == (True, True))
+        gt.outstanding = 1
+        stash_current_streams(gt)
+        with self._lock:
+            self._live.add(gt)
+
+    def _submit_root(self, gt: GraphTask, queue: ReadyQueue, heap: list[Any] | None) -> None:
+        root = gt.root_node
+        inputs = gt.root_inputs
+        gt.root_inputs = []
+        self._dispatch(gt, root, inputs, queue, heap)
+
+    async def run_async(self, gt: GraphTask, context: contextvars.Context) -> None:
+        """Drive ``gt`` from a coroutine; returns when all nodes ran or raises."""
+        if not context.run(multithreading_enabled.get):
+            await self._run_inline(gt, context)
+            return
+        driver = AsyncDriver(gt)
+        gt.port = driver
+        gt.waker = driver.wake
+        self._start(gt, self.device_queue(CPU), context)
+        self._submit_root(gt, None, None)
+        try:
+            await driver.serve()
+        except BaseException:
+            self._cancel_tree(gt)
+            with anyio.CancelScope(shield=True):
+                await driver.serve()
+            self._finish(gt)
+            raise
+        await self._finalize_async(gt)
+
+    async def _run_inline(self, gt: GraphTask, context: contextvars.Context) -> None:
+        """Multithreading disabled: every node runs on this (loop) thread, in order."""
+        port = _InlinePort()
+        gt.port = port
+        gt.single_thread = True
+        queue = ReadyQueue("inline")
+        self._start(gt, queue, context)
+        heap: list[Any] = []
+        self._submit_root(gt, queue, heap)
+        try:
+            while not gt.finished.is_set():
+                if heap:
+                    self.run_slice(queue, gt, heap)
+                elif len(queue):
+                    heap.append(queue.pop())
+                elif port.jobs:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(port.jobs.popleft())
+                else:  # pragma: no cover - would be an engine bug
+                    raise RuntimeError("aiograd: inline graph task stalled")
+                await anyio.lowlevel.checkpoint()
+        except BaseException:
+            self._cancel_tree(gt)
+            heap.clear()
+            self._finish(gt)
+            raise
+        await self._finalize_async(gt)
+
+    def run_sync(self, gt: GraphTask, context: contextvars.Context) -> None:
+        """Drive ``gt`` from a blocking call (see Note [Reentrant backward])."""
+        if running_loop_library() is not None and not _tls.engine_thread:
+            raise RuntimeError(
+                "backward_sync()/grad_sync() would block the running event loop; "
+                "use 'await aiograd.backward(...)' / 'await aiograd.grad(...)' instead"
+            )
+        if _tls.depth >= self.max_depth:
+            done = threading.Event()
+            outcome: list[BaseException] = []
+
+            def job() -> None:
+                _tls.depth = 0
+                try:
+                    self.run_sync(gt, context)
+                except BaseException as exc:  # noqa: BLE001  (handed to the waiting thread)
+                    outcome.append(exc)
+                finally:
+                    _tls.queue = None
+                    done.set()
+
+            self._pool.run(job)
+            done.wait()
+            if outcome:
+                raise outcome[0]
+            return
+        queue = _tls.queue
+        if queue is None:
+            queue = _tls.queue = ReadyQueue(threading.current_thread().name)
+        gt.single_thread = not context.run(multithreading_enabled.get)
+        parent = gt.parent
+        gt.port = parent.port if parent is not None and parent.port is not None else None
+        gt.waker = lambda: queue.wake(gt)
+        self._start(gt, queue, context)
+        if gt.port is None:
+            gt.port = _LazyBackgroundPort(self)
+        self._submit_root(gt, queue, None)
+        _tls.depth += 1
+        try:
+            self.run_queue(queue, gt)
+        except BaseException:
+            self._cancel_tree(gt)
+            self.run_queue(queue, gt)
+            self._finish(gt)
+            raise
+        finally:
+            _tls.depth -= 1
+        self._finalize_sync(gt)
+
+    # ---- after the nodes: callbacks, streams, result (seed exec_post_processing) ----
+
+    def _post_checks(self, gt: GraphTask) -> None:
+        if gt.error is None and not gt.cancelled and gt.not_ready:
+            gt.fail(RuntimeError("could not compute gradients for some functions"))
+
+    def _finalize_sync(self, gt: GraphTask) -> None:
+        try:
+            self._post_checks(gt)
+            while gt.error is None and gt.final_callbacks:
+                with gt.lock:
+                    callback = gt.final_callbacks.pop(0)
+                try:
+                    result = gt.context.copy().run(callback)
+                    if _is_awaitable(result):
+                        _run_coroutine_blocking(self, gt, result)
+                except BaseException as exc:  # noqa: BLE001  (raised below)
+                    gt.fail(exc)
+            if gt.error is None:
+                sync_leaf_streams(gt)
+        finally:
+            self._finish(gt)
+        self._raise_or_return(gt)
+
+    async def _finalize_async(self, gt: GraphTask) -> None:
+        try:
+            self._post_checks(gt)
+            while gt.error is None and gt.final_callbacks:
+                with gt.lock:
+                    callback = gt.final_callbacks.pop(0)
+                try:
+                    result = gt.context.copy().run(callback)
+                    if _is_awaitable(result):
+                        await _await_in_context(gt, result)
+                except BaseException as exc:
+                    if isinstance(exc, anyio.get_cancelled_exc_class()):
+                        raise
+                    gt.fail(exc)
+            if gt.error is None:
+                sync_leaf_streams(gt)
+        finally:
+            self._finish(gt)
+        self._raise_or_return(gt)
+
+    def _finish(self, gt: GraphTask) -> None:
+        """Release the task's buffers and state; count it as completed."""
+        gt.not_ready = {}
+        gt.dependencies = {}
+        gt.final_callbacks = []
+        with self._lock:
+            if gt in self._live:
+                self._live.discard(gt)
+                self.completed += 1
+        for message in gt.warnings:
+            warnings.warn_explicit(message.message, message.category, message.filename,
+                                   message.lineno, source=message.source)
+        gt.warnings = []
+
+    def _raise_or_return(self, gt: GraphTask) -> None:
+        error = gt.error
+        if error is not None:
+            gt.error = None  # do not keep the traceback (and its frames) alive via gt
+            raise error
+
+    # ---- lifecycle and statistics ----
+
+    def stats(self) -> EngineStats:
+        with self._lock:
+            workers = list(self._workers.values())
+            running = len(self._live)
+        return EngineStats(
+            queued={str(w.device): len(w.queue) for w in workers},
+            running=running,
+            completed=self.completed,
+            workers=sum(w.thread.is_alive() for w in workers),
+            pool_threads=len(self._pool.threads),
+            pool_idle=self._pool.idle,
+        )
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stop every worker; wait at most ``timeout`` seconds. True if all stopped."""
+        if timeout is None:
+            timeout = float(os.environ.get("AIOGRAD_SHUTDOWN_WAIT_LIMIT", "10"))
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._stopping = True
+            workers = list(self._workers.values())
+        for worker in workers:
+            worker.queue.shutdown()
+        for worker in workers:
+            worker.thread.join(max(0.0, deadline - time.monotonic()))
+        self._pool.shutdown(deadline)
+        if self._background is not None:
+            self._background.stop(max(0.0, deadline - time.monotonic()))
+        return not any(w.thread.is_alive() for w in workers) and not self._pool.threads
+
+
+class _LazyBackgroundPort:
+    """The port of a sync task with no awaiting ancestor: the background loop."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        self.engine._background_port().submit(job)
+
+
+def _enter_task_context(gt: GraphTask) -> None:
+    """Set, inside the task's context, what its nodes see."""
+    parent_valid = checkpoint_valid.get()
+    current_graph_task.set(gt)
+    _grad_enabled.set(gt.create_graph)
+    checkpoint_valid.set(parent_valid and gt.outputs is None)
+
+
+def _is_awaitable(value: Any) -> bool:
+    import inspect
+
+    return inspect.isawaitable(value)
+
+
+async def _await_in_context(gt: GraphTask, awaitable: Any) -> None:
+    async def run() -> None:
+        for var, value in gt.context.items():
+            var.set(value)
+        await awaitable
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+
+
+def _run_coroutine_blocking(engine: Engine, gt: GraphTask, awaitable: Any) -> None:
+    """Run an async final callback of a sync task on its port and wait for it."""
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    async def job() -> None:
+        try:
+            for var, value in gt.context.items():
+                var.set(value)
+            await awaitable
+        except BaseException as exc:  # noqa: BLE001  (handed to the waiting thread)
+            errors.append(exc)
+        finally:
+            done.set()
+
+    port = gt.port if gt.port is not None else engine._background_port()
+    port.submit(job)
+    done.wait()
+    if errors:
+        raise errors[0]
+
+
+# ---- the process-wide engine ----
+
+_engine = Engine()
+
+
+def get_engine() -> Engine:
+    return _engine
+
+
+def _reset_after_fork() -> None:
+    """In a forked child: a fresh engine with no inherited threads or locks."""
+    global _engine, _tls
+    _engine = Engine()
+    _tls = _ExecutorState()
+
+
+def _shutdown_at_exit() -> None:
+    _engine.shutdown()
+
+
+def _capture_worker_warnings() -> None:
+    """Route warnings raised on executor threads to their GraphTask (replayed later)."""
+    original = warnings._showwarnmsg  # type: ignore[attr-defined]
+
+    def showwarnmsg(msg: Any) -> None:
+        sink = _tls.warnings
+        if sink is not None:
+            sink.append(msg)
+        else:
+            original(msg)
+
+    warnings._showwarnmsg = showwarnmsg  # type: ignore[attr-defined]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+atexit.register(_shutdown_at_exit)
+_capture_worker_warnings()

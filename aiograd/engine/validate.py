@@ -1,0 +1,102 @@
+"""validate_outputs: check and fix the gradients a node returns (seed ``validate_outputs``).
+
+For every gradient sent along a next edge, against the receiving node's
+``input_metadata``: the count must match the edges; a broadcast shape is
+summed down to the expected shape (Note [Broadcast gradients]); another
+floating dtype is cast; a different device is an error (a 0-d gradient is
+moved). Errors name the function and the index:
+``Function MulBackward0 returned an invalid gradient at index 1 - ...``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy
+
+from .._tensor import Tensor
+from ..devices import CPU, device_of_array
+from ..graph._node import Node
+
+_ndarray = numpy.ndarray
+
+
+def _error(fn: Node, msg: str) -> RuntimeError:
+    return RuntimeError(f"Function {fn.name()} returned an {msg}")
+
+
+def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any | None:
+    """Sum ``grad`` down to ``shape``; None if ``shape`` cannot broadcast to grad's."""
+    gshape = grad.shape
+    lead = len(gshape) - len(shape)
+    if lead < 0:
+        return None
+    axes = list(range(lead))
+    for i, n in enumerate(shape):
+        g = gshape[lead + i]
+        if n == g:
+            continue
+        if n != 1:
+            return None
+        axes.append(lead + i)
+    if type(grad) is Tensor:
+        if axes:
+            grad = grad.sum(dim=tuple(axes), keepdim=True)
+        return grad.reshape(*shape) if grad.shape != shape else grad
+    if axes:
+        grad = grad.sum(axis=tuple(axes), keepdims=True)
+    return grad.reshape(shape) if grad.shape != shape else grad
+
+
+def validate_outputs(fn: Node, grads: Sequence[Any]) -> list[Any]:
+    """Return the gradients of ``fn`` checked and fixed up, one per next edge."""
+    edges = fn.next_edges
+    if len(grads) != len(edges):
+        raise _error(fn, f"invalid number of gradients - expected {len(edges)}, but got "
+                         f"{len(grads)}")
+    out = list(grads)
+    for i, edge in enumerate(edges):
+        grad = out[i]
+        if edge is None or grad is None:
+            continue
+        meta = edge[0].input_metadata[edge[1]]
+        is_tensor = type(grad) is Tensor
+        if not is_tensor and type(grad) is not _ndarray:
+            if isinstance(grad, Tensor):
+                is_tensor = True
+            elif not hasattr(grad, "shape") or not hasattr(grad, "dtype"):
+                raise _error(fn, f"invalid gradient at index {i} - expected an array or a "
+                                 f"Tensor, got {type(grad).__name__}")
+        if grad.shape != meta.shape:
+            reduced = sum_to_shape(grad, meta.shape)
+            if reduced is None:
+                raise _error(fn, f"invalid gradient at index {i} - got {list(grad.shape)} but "
+                                 f"expected shape compatible with {list(meta.shape)}")
+            grad = reduced
+        if grad.dtype != meta.dtype:
+            if grad.dtype.kind not in "fiub":
+                raise _error(fn, f"invalid gradient at index {i} - expected dtype "
+                                 f"{meta.dtype} but got {grad.dtype}")
+            grad = grad.to(dtype=meta.dtype) if is_tensor else grad.astype(meta.dtype)
+        if is_tensor:
+            gdev = grad.device
+        elif type(grad) is _ndarray and meta.device is CPU:
+            gdev = CPU
+        else:
+            gdev = device_of_array(grad)
+        if gdev is not meta.device:
+            if grad.ndim == 0:
+                grad = _move(grad, meta.device, is_tensor)
+            else:
+                raise _error(fn, f"invalid gradient at index {i} - expected device "
+                                 f"{meta.device} but got {gdev}")
+        out[i] = grad
+    return out
+
+
+def _move(grad: Any, device: Any, is_tensor: bool) -> Any:
+    if is_tensor:
+        return grad.to(device)
+    src = device_of_array(grad)
+    host = src.backend.to_host(grad)
+    return device.backend.from_host(host, device.index)

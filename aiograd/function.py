@@ -1,0 +1,272 @@
+"""Custom differentiable functions (PyTorch's ``torch.autograd.Function``).
+
+    class Exp(aiograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, grad):        # may be ``async def``
+            (y,) = ctx.saved_tensors
+            return grad * y
+
+    y = Exp.apply(x)
+
+``forward`` runs with grad mode off. ``backward`` gets one Tensor gradient
+per output and returns one gradient per ``forward`` argument (None for
+arguments that are not tensors or need no gradient). A sync ``backward``
+runs on a device worker; an ``async def backward`` runs on the event loop of
+the backward's caller and may ``await`` (I/O, or a nested ``aiograd.grad``).
+Both run with grad mode equal to ``create_graph`` and the caller's context.
+
+The ``ctx`` is the graph node itself (``<Name>Backward``), as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+import numpy
+
+from ._tensor import Tensor
+from .devices import CPU
+from .grad_mode import _grad_enabled, no_grad
+from .graph._node import InputMetadata, Node, gradient_edge
+from .graph._saved import SavedTensor
+
+__all__ = ["Function", "FunctionCtx", "once_differentiable"]
+
+
+class FunctionCtx:
+    """The ``ctx`` of a custom Function: what forward leaves for backward."""
+
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
+        """Save tensors for backward; version-checked when read via ``saved_tensors``."""
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_backward can only save Tensors or None, got {type(t).__name__}"
+                )
+        self._to_save = tensors
+
+    @property
+    def saved_tensors(self) -> tuple[Tensor | None, ...]:
+        saved = self.__dict__.get("_saved")
+        if saved is None:
+            if "_to_save" in self.__dict__ and isinstance(self, Node):
+                raise RuntimeError("saved_tensors are available only in backward")
+            return ()
+        return tuple(None if s is None else s.unpack(self, True) for s in saved)
+
+    def mark_non_differentiable(self, *tensors: Tensor) -> None:
+        """Outputs that get no grad_fn (e.g. indices)."""
+        self._non_differentiable = set(map(id, tensors))
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """If False, backward gets None (not zeros) for outputs that got no gradient."""
+        self._materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors: Tensor) -> None:
+        raise NotImplementedError("in-place custom Functions (mark_dirty) are not supported")
+
+
+class _FunctionBackward(Node, FunctionCtx):
+    """Base of the generated ``<Name>Backward`` node classes. Instances are the ctx."""
+
+    _function: type[Function]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._materialize_grads = True
+        self._non_differentiable: set[int] = set()
+        self.needs_input_grad: tuple[bool, ...] = ()
+        self._tensor_positions: tuple[int, ...] = ()
+        self._num_args = 0
+
+    def name(self) -> str:
+        return f"{self._function.__name__}Backward"
+
+    def _grads_in(self, grads: list[Any], create_graph: bool) -> list[Any]:
+        out = []
+        for i, g in enumerate(grads):
+            meta = self.input_metadata[i]
+            if g is None:
+                if not self._materialize_grads:
+                    out.append(None)
+                    continue
+                g = numpy.zeros(meta.shape, dtype=meta.dtype)
+                if meta.device is not CPU:
+                    g = meta.device.backend.from_host(g, meta.device.index)
+            out.append(g if isinstance(g, Tensor) else Tensor._wrap(g, meta.device))
+        return out
+
+    def _grads_out(self, result: Any, create_graph: bool) -> tuple[Any, ...]:
+        if not isinstance(result, tuple):
+            result = (result,)
+        n = self._num_args
+        if len(result) < n or any(r is not None for r in result[n:]):
+            raise RuntimeError(
+                f"function {self.name()} returned an incorrect number of gradients "
+                f"(expected {n}, got {len(result)})"
+            )
+        grads = []
+        positions = set(self._tensor_positions)
+        for i, r in enumerate(result[:n]):
+            if i not in positions:
+                if r is not None:
+                    raise RuntimeError(
+                        f"function {self.name()} returned a gradient different than None at "
+                        f"position {i + 1}, but the corresponding forward input was not a Tensor"
+                    )
+                continue
+            if r is not None and not isinstance(r, Tensor):
+                raise TypeError(
+                    f"function {self.name()} returned a {type(r).__name__} as gradient "
+                    f"{i}; expected a Tensor or None"
+                )
+            if r is None or create_graph:
+                grads.append(r)
+            else:
+                grads.append(r.data)
+        return tuple(grads)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        result = self._function.backward(self, *self._grads_in(grads, create_graph))
+        if inspect.isawaitable(result):
+            result.close()  # type: ignore[union-attr]
+            raise RuntimeError(f"{self.name()} has an async backward; the engine must await it")
+        return self._grads_out(result, create_graph)
+
+    async def apply_async(self, grads: list[Any], create_graph: bool) -> Any:
+        result = await self._function.backward(self, *self._grads_in(grads, create_graph))
+        return self._grads_out(result, create_graph)
+
+    def release_variables(self) -> None:
+        saved = self.__dict__.get("_saved")
+        if saved:
+            for s in saved:
+                if s is not None:
+                    s.release()
+
+
+class _FunctionMeta(type):
+    def __init__(cls, name: str, bases: tuple[type, ...], attrs: dict[str, Any]) -> None:
+        super().__init__(name, bases, attrs)
+        backward = attrs.get("backward")
+        is_async = backward is not None and inspect.iscoroutinefunction(
+            getattr(backward, "__func__", backward)
+        )
+        node_cls = type(f"{name}Backward", (_FunctionBackward,),
+                        {"_function": cls, "is_async": is_async})
+        cls._backward_cls = node_cls
+
+
+class Function(FunctionCtx, metaclass=_FunctionMeta):
+    """Base class for custom differentiable operations. Use ``F.apply(...)``."""
+
+    _backward_cls: type[_FunctionBackward]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Function is not meant to be instantiated; call F.apply(...)")
+
+    @staticmethod
+    def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("a Function must implement forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise NotImplementedError("a Function must implement backward(ctx, *grads)")
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Function:
+            raise RuntimeError("call apply on a subclass of Function")
+        node = cls._backward_cls()
+        positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+        node._tensor_positions = positions
+        node._num_args = len(args)
+        node.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
+        record = _grad_enabled.get() and any(node.needs_input_grad)
+        with no_grad():
+            outputs = cls.forward(node, *args, **kwargs)
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        if not record:
+            node.__dict__.pop("_to_save", None)
+            return outputs
+        node.next_edges = tuple(gradient_edge(args[i]) if args[i]._rg else None
+                                for i in positions)
+        topo = 0
+        for edge in node.next_edges:
+            if edge is not None and edge[0].topological_nr >= topo:
+                topo = edge[0].topological_nr + 1
+        node.topological_nr = topo
+        results: list[Any] = []
+        metadata = []
+        from ._ops._record import _metadata
+        from .grad_mode import _anomaly
+
+        for i, out in enumerate(outs):
+            if not isinstance(out, Tensor):
+                results.append(out)
+                continue
+            if any(out is a for a in args):
+                out = out.detach()  # an input returned as is: a new tensor with new history
+            metadata.append(_metadata(out.data, out.device))
+            if id(out) not in node._non_differentiable and id(outputs if single else out) \
+                    not in node._non_differentiable and out.dtype.kind == "f":
+                out.grad_fn = node
+                out.output_nr = len(metadata) - 1
+                out._rg = True
+            results.append(out)
+        node.input_metadata = tuple(metadata)
+        if _anomaly.get()[0]:
+            node._capture_anomaly_trace()
+        to_save = node.__dict__.pop("_to_save", ())
+        node._saved = tuple(
+            None if t is None else SavedTensor(t, t.grad_fn is node) for t in to_save
+        )
+        return results[0] if single else tuple(results)
+
+
+def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a ``backward`` as not differentiable: it runs with grad mode off, and
+    differentiating its result again raises an error."""
+
+    @functools.wraps(backward)
+    def wrapper(ctx: Any, *grads: Any) -> Any:
+        with no_grad():
+            result = backward(ctx, *grads)
+        if not _grad_enabled.get():
+            return result
+        single = not isinstance(result, tuple)
+        outs = (result,) if single else result
+        wrapped = tuple(_delayed_error(r, ctx) if isinstance(r, Tensor) else r for r in outs)
+        return wrapped[0] if single else wrapped
+
+    return wrapper
+
+
+class DelayedError(Node):
+    """Raises when backpropagated: the gradient came from a once_differentiable backward."""
+
+    __slots__ = ("message",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        raise RuntimeError(self.message)
+
+
+def _delayed_error(t: Tensor, ctx: Any) -> Tensor:
+    node = DelayedError(())
+    node.message = (
+        "trying to differentiate twice a function that was marked with @once_differentiable"
+    )
+    node.input_metadata = (InputMetadata(t.shape, t.dtype, t.device, None),)
+    out = Tensor._wrap(t.data, t.device)
+    out.grad_fn = node
+    out._rg = True
+    return out

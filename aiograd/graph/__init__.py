@@ -1,0 +1,27 @@
+"""The autograd graph: nodes, edges, hooks and saved tensors (PyTorch's ``torch.autograd.graph``)."""
+
+from __future__ import annotations
+
+from ._node import (
+    AccumulateGrad,
+    GradientEdge,
+    GraphRoot,
+    InputMetadata,
+    Node,
+    RemovableHandle,
+    get_gradient_edge,
+)
+from ._saved import SavedTensor, disable_saved_tensors_hooks, saved_tensors_hooks
+
+__all__ = [
+    "AccumulateGrad",
+    "GradientEdge",
+    "GraphRoot",
+    "InputMetadata",
+    "Node",
+    "RemovableHandle",
+    "SavedTensor",
+    "disable_saved_tensors_hooks",
+    "get_gradient_edge",
+    "saved_tensors_hooks",
+]

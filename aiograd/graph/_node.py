@@ -1,0 +1,411 @@
+"""Nodes of the autograd graph.
+
+A :class:`Node` is one backward function. It owns its ``next_edges`` (where
+the gradients it returns go), the metadata of the gradients it receives
+(``input_metadata``: shape, dtype, device and stream, used by
+``validate_outputs``), its hooks, and its saved tensors.
+
+Ownership runs one way, so reference counting alone frees a graph (see
+Note [No reference cycles]):
+
+    Tensor --grad_fn--> Node --next_edges--> Node --> ... --> AccumulateGrad --> leaf
+      leaf ....weak....> AccumulateGrad
+
+Note [No reference cycles]
+    Tensors own their ``grad_fn``; nodes own the nodes they send gradients
+    to and the inputs they saved. Nothing points back: a node that saves its
+    own output keeps only the output's array (the tensor is rebuilt on
+    unpack), a leaf refers to its AccumulateGrad weakly, and a retains-grad
+    hook refers to its tensor weakly. So the last reference to a loss frees
+    the whole graph at once and the cyclic collector has nothing to walk.
+
+Note [Sequence numbers]
+    Every node takes the next number of one process-wide counter when it is
+    created, so numbers increase in creation order on every thread. The
+    engine runs ready nodes of a GraphTask highest ``sequence_nr`` first, i.e.
+    in reverse order of creation. AccumulateGrad takes ``ACCUMULATE_GRAD_NR``,
+    larger than any, so a leaf's gradient is written as soon as it is ready.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import traceback
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    from .._tensor import Tensor
+    from ..devices import Device
+
+__all__ = [
+    "Node",
+    "AccumulateGrad",
+    "GraphRoot",
+    "InputMetadata",
+    "GradientEdge",
+    "RemovableHandle",
+    "get_gradient_edge",
+    "gradient_edge",
+    "grad_accumulator",
+]
+
+_sequence_nr = itertools.count()
+ACCUMULATE_GRAD_NR = (1 << 63) - 1
+
+
+class InputMetadata:
+    """What a node expects of the gradient at one of its inputs.
+
+    ``stream`` is the stream current on ``device`` when the forward output
+    was created (None for devices without streams).
+    """
+
+    __slots__ = ("shape", "dtype", "device", "stream")
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, device: Device, stream: Any) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.stream = stream
+
+    def __repr__(self) -> str:
+        return f"InputMetadata(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+
+class RemovableHandle:
+    """Returned by ``register_*hook``; ``remove()`` unregisters the hook (idempotent)."""
+
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks: list[Any], hook: Any) -> None:
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        try:
+            self._hooks.remove(self._hook)
+        except ValueError:
+            pass
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def _check_callable(fn: Any, what: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"{what} must be callable, got {type(fn).__name__}")
+
+
+class Node:
+    """A backward function in the graph.
+
+    Subclasses implement :meth:`apply`. The engine calls, for one node and in
+    this order (seed ``call_function``): tensor pre-hooks, retains-grad hooks,
+    node pre-hooks, :meth:`apply`, node post-hooks.
+    """
+
+    __slots__ = (
+        "next_edges",
+        "sequence_nr",
+        "topological_nr",
+        "input_metadata",
+        "_pre_hooks",
+        "_post_hooks",
+        "_tensor_pre_hooks",
+        "_retains_grad_hooks",
+        "_metadata",
+        "_anomaly_trace",
+        "__weakref__",
+    )
+
+    #: True for nodes whose backward is a coroutine (run on the event loop).
+    is_async = False
+
+    # Invariant: next_edges[i] is None or (node, input_nr) with
+    #            0 <= input_nr < len(node.input_metadata).
+    next_edges: tuple[tuple[Node, int] | None, ...]
+    # Invariant: topological_nr == 0 if no next edge, else 1 + max over next nodes.
+    topological_nr: int
+    input_metadata: tuple[InputMetadata, ...]
+
+    def __init__(
+        self,
+        next_edges: tuple[tuple[Node, int] | None, ...] = (),
+        input_metadata: tuple[InputMetadata, ...] = (),
+    ) -> None:
+        self.next_edges = next_edges
+        self.sequence_nr = next(_sequence_nr)
+        topo = 0
+        for edge in next_edges:
+            if edge is not None and edge[0].topological_nr >= topo:
+                topo = edge[0].topological_nr + 1
+        self.topological_nr = topo
+        self.input_metadata = input_metadata
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._tensor_pre_hooks = None
+        self._retains_grad_hooks = None
+        self._metadata = None
+        self._anomaly_trace = None
+
+    # ---- the backward function ----
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Sequence[Any]:
+        """Return one gradient per next edge (None where there is nothing to send).
+
+        ``grads`` holds one gradient per input of this node. Without
+        ``create_graph`` gradients are raw arrays (NumPy/CuPy); with it they
+        are Tensors and the computation is recorded. See Note [Dual backward
+        formulas] in ``aiograd._ops``.
+        """
+        raise NotImplementedError(f"{self.name()} does not implement apply")
+
+    def release_variables(self) -> None:
+        """Free saved tensors (called after apply when retain_graph is false)."""
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    # ---- introspection (PyTorch's names) ----
+
+    @property
+    def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
+        return tuple((None, 0) if e is None else e for e in self.next_edges)
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.input_metadata)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    @property
+    def anomaly_trace(self) -> str | None:
+        """The forward traceback, captured when the node was made in anomaly mode."""
+        return self._anomaly_trace
+
+    def _capture_anomaly_trace(self) -> None:
+        self._anomaly_trace = "".join(traceback.format_stack()[:-3])
+
+    # ---- hooks ----
+
+    def register_hook(self, fn: Callable[[tuple[Any, ...], tuple[Any, ...]], Any]) -> RemovableHandle:
+        """``fn(grad_inputs, grad_outputs) -> new grad_inputs or None``, after the node runs.
+
+        In PyTorch's naming ``grad_inputs`` are the gradients this node
+        returns (one per next edge) and ``grad_outputs`` those it received.
+        Runs on the thread that ran the node (a device worker), in the
+        caller's context.
+        """
+        _check_callable(fn, "hook")
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(fn)
+        return RemovableHandle(self._post_hooks, fn)
+
+    def register_prehook(self, fn: Callable[[tuple[Any, ...]], Any]) -> RemovableHandle:
+        """``fn(grad_outputs) -> new grad_outputs or None``, before the node runs."""
+        _check_callable(fn, "prehook")
+        if self._pre_hooks is None:
+            self._pre_hooks = []
+        self._pre_hooks.append(fn)
+        return RemovableHandle(self._pre_hooks, fn)
+
+    def _register_tensor_pre_hook(self, output_nr: int, fn: Callable[[Any], Any]) -> RemovableHandle:
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = {}
+        hooks = self._tensor_pre_hooks.setdefault(output_nr, [])
+        hooks.append(fn)
+        return RemovableHandle(hooks, fn)
+
+    def _set_retains_grad_hook(self, output_nr: int, fn: Callable[[Any], None]) -> None:
+        if self._retains_grad_hooks is None:
+            self._retains_grad_hooks = {}
+        self._retains_grad_hooks[output_nr] = fn
+
+    def tensor_pre_hooks(self) -> dict[int, list[Callable[[Any], Any]]] | None:
+        return self._tensor_pre_hooks
+
+    def __call__(self, *grads: Any) -> tuple[Any, ...]:
+        """Apply the node to Tensor gradients outside the engine (no hooks)."""
+        from .._tensor import Tensor
+        from ..grad_mode import is_grad_enabled
+
+        create = is_grad_enabled()
+        args = [g if create else g.data for g in grads]
+        out = self.apply(args, create)
+        return tuple(
+            None if o is None else (o if isinstance(o, Tensor) else Tensor._wrap(o)) for o in out
+        )
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class AccumulateGrad(Node):
+    """Writes gradients into a leaf's ``.grad``: the only writer of ``.grad``.
+
+    Accumulation into one leaf is serialised by ``lock``, so two workers (or
+    two threads running backward passes) adding into the same leaf never lose
+    an update. See Note [Stealing gradients].
+
+    Note [Stealing gradients]
+        The first gradient a leaf gets is stored without a copy when nothing
+        else can see it: it owns its memory (``base is None``) and the only
+        references to it are the engine's own. Otherwise, e.g. when AddBackward
+        passed one array to two leaves, or the caller passed it as
+        ``grad_tensors``, it is copied, so ``.grad`` never aliases anything.
+        Later gradients are added in place (out of place with create_graph).
+    """
+
+    __slots__ = ("variable", "lock")
+
+    def __init__(self, variable: Tensor) -> None:
+        from ..devices import CPU
+
+        stream = None
+        dev = variable.device
+        if dev is not CPU and dev.backend.has_streams:
+            stream = dev.backend.current_stream(dev.index)
+        super().__init__((), (InputMetadata(variable.shape, variable.data.dtype, dev, stream),))
+        self.sequence_nr = ACCUMULATE_GRAD_NR
+        self.variable = variable
+        self.lock = threading.Lock()
+
+    def tensor_pre_hooks(self) -> dict[int, list[Callable[[Any], Any]]] | None:
+        hooks = self.variable._hooks
+        return {0: hooks} if hooks else None
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Sequence[Any]:
+        from .._tensor import Tensor
+
+        grad = grads[0]
+        if grad is None:
+            return ()
+        var = self.variable
+        with self.lock:
+            old = var._grad
+            if create_graph:
+                new = grad if isinstance(grad, Tensor) else Tensor._wrap(grad)
+                var._grad = new if old is None else old + new
+            elif old is None:
+                # See Note [Stealing gradients].
+                if grad.base is not None or sys.getrefcount(grad) > _OWNED_REFS:
+                    grad = grad.copy()
+                var._grad = Tensor._wrap(grad, var.device)
+            elif old.grad_fn is not None:
+                # The old .grad has history (from create_graph): never mutate it.
+                var._grad = Tensor._wrap(old.data + grad, var.device)
+            else:
+                old.data += grad
+                old._vc.value += 1
+        hooks = var._post_acc_hooks
+        if hooks:
+            for hook in list(hooks):
+                hook(var)
+        return ()
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+
+# References to a gradient that nothing else holds, seen inside
+# AccumulateGrad.apply: the `grads` list slot, the local `grad`, and
+# getrefcount's own argument. Checked by tests/test_accumulate_grad.py.
+_OWNED_REFS = 3
+
+
+class GraphRoot(Node):
+    """The root of a backward with several roots: passes the root gradients on."""
+
+    __slots__ = ("outputs",)
+
+    def __init__(self, edges: tuple[tuple[Node, int] | None, ...], outputs: list[Any]) -> None:
+        super().__init__(edges, ())
+        self.outputs = outputs
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Sequence[Any]:
+        return self.outputs
+
+
+class GradientEdge:
+    """An edge ``(node, output_nr)``: where the gradient of a tensor enters the graph."""
+
+    __slots__ = ("node", "output_nr")
+
+    def __init__(self, node: Node, output_nr: int) -> None:
+        self.node = node
+        self.output_nr = output_nr
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter((self.node, self.output_nr))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, GradientEdge)
+            and self.node is other.node
+            and self.output_nr == other.output_nr
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self.node), self.output_nr))
+
+    def __repr__(self) -> str:
+        return f"GradientEdge(node={self.node!r}, output_nr={self.output_nr})"
+
+
+_accumulator_lock = threading.Lock()
+
+
+def grad_accumulator(leaf: Tensor) -> AccumulateGrad:
+    """The AccumulateGrad of a leaf, created on first use and cached weakly.
+
+    While any graph refers to it, every caller gets the same node, so all
+    accumulation into the leaf goes through one lock.
+    """
+    ref = leaf._accumulator
+    if ref is not None:
+        acc = ref()
+        if acc is not None:
+            return acc
+    with _accumulator_lock:
+        ref = leaf._accumulator
+        acc = ref() if ref is not None else None
+        if acc is None:
+            acc = AccumulateGrad(leaf)
+            leaf._accumulator = weakref.ref(acc)
+    return acc
+
+
+def gradient_edge(t: Tensor) -> tuple[Node, int] | None:
+    """The edge a gradient for ``t`` flows along, or None if ``t`` needs no grad."""
+    fn = t.grad_fn
+    if fn is not None:
+        return (fn, t.output_nr)
+    if t._rg:
+        return (grad_accumulator(t), 0)
+    return None
+
+
+def get_gradient_edge(t: Tensor) -> GradientEdge:
+    """The :class:`GradientEdge` of ``t``: its grad_fn, or its leaf's AccumulateGrad."""
+    from .._tensor import Tensor
+
+    if not isinstance(t, Tensor):
+        raise TypeError(f"get_gradient_edge expects a Tensor, got {type(t).__name__}")
+    edge = gradient_edge(t)
+    if edge is None:
+        raise RuntimeError(
+            "It is not possible to get the gradient edge for a Tensor that does not "
+            "require gradients"
+        )
+    return GradientEdge(*edge)

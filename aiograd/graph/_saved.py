@@ -1,0 +1,190 @@
+"""Saved tensors: what a node keeps from the forward pass for its backward.
+
+A :class:`SavedTensor` records the tensor's array and the version of its
+version counter at save time; unpacking checks the version, so an in-place
+change after saving raises instead of silently giving a wrong gradient.
+``release`` frees the array (``retain_graph=False``); unpacking afterwards
+raises the "backward through the graph a second time" error.
+
+A node that saves its own output keeps only the array, never the output
+tensor, and rebuilds it on unpack (see Note [No reference cycles]).
+
+``saved_tensors_hooks(pack, unpack)`` replaces what is kept by
+``pack(tensor)`` and gives it back through ``unpack(packed) -> Tensor``.
+The hooks are taken from the context of the forward call; ``pack`` runs in
+the forward (caller's thread), ``unpack`` in the backward (on a device worker
+or on the loop), once per use. Neither may modify the tensor it is given.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .._tensor import Tensor
+    from ._node import Node
+
+__all__ = ["SavedTensor", "saved_tensors_hooks", "disable_saved_tensors_hooks"]
+
+_hooks: contextvars.ContextVar[tuple[tuple[Callable[..., Any], Callable[..., Any]], ...]] = (
+    contextvars.ContextVar("aiograd_saved_tensors_hooks", default=())
+)
+_hooks_disabled: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "aiograd_saved_tensors_hooks_disabled", default=None
+)
+
+ERR_BACKWARD_TWICE = (
+    "Trying to backward through the graph a second time (or directly access saved "
+    "tensors after they have already been freed). Saved intermediate values of the "
+    "graph are freed when you call .backward() or autograd.grad(). Specify "
+    "retain_graph=True if you need to backward through the graph a second time or if "
+    "you need to access saved tensors after calling backward."
+)
+
+
+class saved_tensors_hooks:
+    """Context manager: pack/unpack hooks for tensors saved inside the block.
+
+    ``pack(tensor) -> Any`` is called when an operation saves ``tensor``;
+    ``unpack(packed) -> Tensor`` when the backward needs it and must return a
+    tensor with the same shape, dtype and values. Hooks nest; the innermost
+    applies.
+    """
+
+    def __init__(self, pack_hook: Callable[[Tensor], Any], unpack_hook: Callable[[Any], Tensor]):
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("saved_tensors_hooks expects two callables: pack_hook, unpack_hook")
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+        self._token: contextvars.Token[Any] | None = None
+
+    def __enter__(self) -> saved_tensors_hooks:
+        message = _hooks_disabled.get()
+        if message is not None:
+            raise RuntimeError(message)
+        self._token = _hooks.set(_hooks.get() + ((self.pack_hook, self.unpack_hook),))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._token is not None
+        _hooks.reset(self._token)
+
+
+class disable_saved_tensors_hooks:
+    """Context manager that makes entering ``saved_tensors_hooks`` an error."""
+
+    def __init__(self, error_message: str) -> None:
+        self.error_message = error_message
+
+    def __enter__(self) -> None:
+        self._token = _hooks_disabled.set(self.error_message)
+        self._hooks_token = _hooks.set(())
+
+    def __exit__(self, *exc: object) -> None:
+        _hooks.reset(self._hooks_token)
+        _hooks_disabled.reset(self._token)
+
+
+class SavedTensor:
+    """One saved tensor of a node.
+
+    ``data`` is the array (None once released, or when packed by a hook);
+    ``vc``/``version`` are the version counter and its value at save time.
+    For ``create_graph`` the tensor is rebuilt with its history: an input is
+    kept as ``tensor`` (None for the node's own output, whose grad_fn is the
+    owner). With a pack hook only the history is kept (``grad_fn`` and
+    ``output_nr``, or the leaf itself), so the hook decides where the array
+    lives.
+    """
+
+    __slots__ = ("data", "tensor", "grad_fn", "output_nr", "is_output", "vc", "version",
+                 "packed", "unpack_hook", "released", "device")
+
+    def __init__(self, t: Tensor, is_output: bool) -> None:
+        self.vc = t._vc
+        self.version = t._vc.value
+        self.output_nr = t.output_nr
+        self.device = t.device
+        self.is_output = is_output
+        self.released = False
+        self.grad_fn = None
+        hooks = _hooks.get()
+        if hooks:
+            pack, self.unpack_hook = hooks[-1]
+            self.data = None
+            self.packed = pack(t)
+            if is_output:
+                self.tensor = None
+            elif t.grad_fn is None:
+                self.tensor = t if t._rg else None  # a leaf: keep it, it is the grad target
+            else:
+                self.tensor = None
+                self.grad_fn = t.grad_fn
+        else:
+            self.data = t.data
+            self.packed = None
+            self.unpack_hook = None
+            self.tensor = None if is_output else t
+
+    def unpack(self, owner: Node, create_graph: bool) -> Any:
+        """The saved value: an array, or a Tensor with history when ``create_graph``."""
+        data = self.data
+        if data is None:
+            data = self._unpack_hooked()
+        if self.vc.value != self.version:
+            self._raise_modified(owner)
+        if not create_graph:
+            return data
+        t = self.tensor
+        if t is not None and t.data is data:
+            return t
+        from .._tensor import Tensor
+
+        out = Tensor._wrap(data, self.device)
+        grad_fn = owner if self.is_output else self.grad_fn
+        if t is not None:  # a leaf, or an input whose .data was replaced
+            grad_fn = t.grad_fn
+            if grad_fn is None:
+                return t if t._rg else out
+        if grad_fn is not None:
+            out.grad_fn = grad_fn
+            out.output_nr = self.output_nr
+            out._rg = True
+        return out
+
+    def _unpack_hooked(self) -> Any:
+        if self.released or self.unpack_hook is None:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        from .._tensor import Tensor
+
+        t = self.unpack_hook(self.packed)
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                "the unpack hook of saved_tensors_hooks must return a Tensor, "
+                f"got {type(t).__name__}"
+            )
+        return t.data
+
+    def _raise_modified(self, owner: Node) -> None:
+        data = self.data
+        desc = "" if data is None else f"[{data.dtype} {list(data.shape)}]"
+        producer = owner if self.is_output else (self.grad_fn or getattr(self.tensor, "grad_fn", None))
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by "
+            f"an inplace operation: {desc}, which is output {self.output_nr} of "
+            f"{producer.name() if producer is not None else 'a leaf tensor'}, is at "
+            f"version {self.vc.value}; expected version {self.version} instead. Hint: "
+            "enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with aiograd.detect_anomaly()."
+        )
+
+    def release(self) -> None:
+        self.data = None
+        self.packed = None
+        self.unpack_hook = None
+        self.tensor = None
+        self.grad_fn = None
+        self.released = True
+
+
