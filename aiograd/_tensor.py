@@ -412,6 +412,11 @@ class _TensorHook:
             raise TypeError(
                 f"a tensor hook must return a Tensor or None, got {type(result).__name__}"
             )
+        if result.shape != grad.shape:
+            raise RuntimeError(
+                f"a tensor hook returned a gradient of shape {tuple(result.shape)} for a "
+                f"gradient of shape {tuple(grad.shape)}; hooks must keep the shape"
+            )
         return result if is_tensor else result.data
 
     def __eq__(self, other: object) -> bool:

@@ -28,4 +28,13 @@ from __future__ import annotations
 
 from . import (  # noqa: F401  (each module binds its Tensor methods)
     arithmetic,
+    device,
+    indexing,
+    inplace,
+    joining,
+    linalg,
+    nn_ops,
+    reductions,
+    shape,
+    unary,
 )

@@ -430,7 +430,7 @@ class Engine:
                     outputs = validate_outputs(node, outputs)
                     break
         if node._post_hooks:
-            outputs = _hooks.call_post_hooks(node, outputs, inputs)
+            outputs = validate_outputs(node, _hooks.call_post_hooks(node, outputs, inputs))
         if gt.check_nan:
             _hooks.check_nan(node, outputs)
         return outputs

@@ -215,9 +215,10 @@ class GraphTask:
 def compute_dependencies(root: Node, min_topo: int) -> dict[Node, int]:
     """Count, for every node reachable from ``root``, the edges that point to it.
 
-    Nodes with ``topological_nr < min_topo`` cannot lead to any output and are
-    not entered (seed ``compute_dependencies``). Iterative, so a 100,000-node
-    chain needs no recursion.
+    A node with ``topological_nr < min_topo`` cannot lead to any output: its
+    incoming edges are counted but its own edges are not followed (seed
+    ``compute_dependencies``). Iterative, so a 100,000-node chain needs no
+    recursion.
     """
     deps: dict[Node, int] = {}
     seen = {root}
@@ -225,12 +226,12 @@ def compute_dependencies(root: Node, min_topo: int) -> dict[Node, int]:
     get = deps.get
     while stack:
         node = stack.pop()
+        if node.topological_nr < min_topo:
+            continue
         for edge in node.next_edges:
             if edge is None:
                 continue
             child = edge[0]
-            if child.topological_nr < min_topo:
-                continue
             deps[child] = get(child, 0) + 1
             if child not in seen:
                 seen.add(child)

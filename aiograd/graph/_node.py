@@ -194,7 +194,7 @@ class Node:
         return self._anomaly_trace
 
     def _capture_anomaly_trace(self) -> None:
-        self._anomaly_trace = "".join(traceback.format_stack()[:-3])
+        self._anomaly_trace = "".join(traceback.format_stack()[:-1])
 
     # ---- hooks ----
 

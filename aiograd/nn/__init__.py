@@ -1,0 +1,37 @@
+"""Neural-network building blocks: modules, parameters, layers and losses.
+
+Small on purpose: enough for real training loops with ``await loss.backward()``.
+``aiograd.nn.functional`` holds the functional forms (``relu``, ``softmax``,
+``log_softmax``, ``mse_loss``, ``cross_entropy``).
+"""
+
+from __future__ import annotations
+
+from . import functional
+from ._layers import (
+    CrossEntropyLoss,
+    Identity,
+    Linear,
+    ModuleList,
+    MSELoss,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Tanh,
+)
+from ._module import Module, Parameter
+
+__all__ = [
+    "CrossEntropyLoss",
+    "Identity",
+    "Linear",
+    "MSELoss",
+    "Module",
+    "ModuleList",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "Sigmoid",
+    "Tanh",
+    "functional",
+]

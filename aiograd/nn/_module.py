@@ -1,0 +1,511 @@
+"""Module and Parameter: the containers a training loop is built from.
+
+A :class:`Module` owns parameters, buffers and child modules, registered by
+attribute assignment as in PyTorch::
+
+    class Net(aiograd.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = aiograd.nn.Linear(4, 2)                  # a child module
+            self.scale = aiograd.nn.Parameter(aiograd.ones(2))  # a parameter
+
+        def forward(self, x):
+            return self.fc(x) * self.scale
+
+Note [Parameters are plain tensors]
+    The engine and the ops test ``type(t) is Tensor`` on their hot paths, so
+    a parameter cannot be a subclass of Tensor. ``Parameter(data)`` returns a
+    plain leaf Tensor (a copy of ``data``) and records its identity in a weak
+    registry; ``isinstance(t, Parameter)`` consults that registry. The
+    registry holds weak references only, so a parameter is freed as soon as
+    the last strong reference goes (see DESIGN: no reference cycles).
+
+Module methods run on whatever thread or task calls them; a module is not
+locked. Do not change a module's parameters (``to``, ``load_state_dict``,
+an optimizer step) while a backward through them is running.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
+
+import numpy
+
+from .. import devices
+from .._tensor import Tensor, tensor
+
+__all__ = ["Module", "Parameter"]
+
+
+# ---- parameters ----
+
+# Invariant: id(t) in _parameter_refs  <=>  t is alive and was made by Parameter().
+# Plain dict operations are atomic under the GIL; the weakref callback runs
+# when the tensor dies, before its id can be reused, and removes only its own entry.
+_parameter_refs: dict[int, weakref.ref[Tensor]] = {}
+
+
+def _forget(key: int, ref: weakref.ref[Tensor]) -> None:
+    if _parameter_refs.get(key) is ref:
+        del _parameter_refs[key]
+
+
+def _mark_parameter(t: Tensor) -> Tensor:
+    key = id(t)
+    ref = weakref.ref(t, lambda r: _forget(key, r))
+    _parameter_refs[key] = ref
+    return t
+
+
+def _is_parameter(obj: object) -> bool:
+    ref = _parameter_refs.get(id(obj))
+    return ref is not None and ref() is obj
+
+
+class _ParameterMeta(type):
+    def __instancecheck__(cls, obj: object) -> bool:
+        return _is_parameter(obj)
+
+
+class Parameter(metaclass=_ParameterMeta):
+    """``Parameter(data, requires_grad=True)``: a new leaf Tensor registered as a parameter.
+
+    ``data`` (a Tensor, NumPy array or nested sequence) is copied: the result
+    shares neither memory nor version counter with it. The result is a plain
+    :class:`aiograd.Tensor` (see Note [Parameters are plain tensors]);
+    ``isinstance(p, Parameter)`` is True for it, and assigning it to a
+    :class:`Module` attribute registers it.
+    """
+
+    def __new__(cls, data: Any = None, requires_grad: bool = True) -> Tensor:  # type: ignore[misc]
+        if data is None:
+            data = numpy.empty((0,), dtype=numpy.float32)
+        if isinstance(data, Tensor):
+            p = Tensor._wrap(data.data.copy(), data.device)
+        else:
+            p = tensor(data)
+        if requires_grad:
+            p.requires_grad_(True)
+        return _mark_parameter(p)
+
+
+# ---- module ----
+
+class _IncompatibleKeys(NamedTuple):
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class Module:
+    """Base class of layers and models. Subclasses define :meth:`forward`.
+
+    Calling a module calls ``forward``; ``forward`` may be ``async def``, and
+    the call then returns its coroutine.
+    """
+
+    training: bool
+    _parameters: dict[str, Tensor | None]
+    _buffers: dict[str, Tensor | None]
+    _non_persistent_buffers: set[str]
+    _modules: dict[str, Module | None]
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_non_persistent_buffers", set())
+        object.__setattr__(self, "_modules", {})
+
+    forward: Callable[..., Any]
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    # ---- registration ----
+
+    def _check_init(self, what: str) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"cannot assign {what} before Module.__init__() call")
+
+    def register_parameter(self, name: str, param: Tensor | None) -> None:
+        """Register ``param`` (made by :class:`Parameter`, or None) under ``name``."""
+        self._check_init("parameter")
+        _check_name(name, "parameter")
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is not None and not _is_parameter(param):
+            raise TypeError(
+                f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                "(aiograd.nn.Parameter or None required); wrap it: aiograd.nn.Parameter(t)"
+            )
+        if param is not None and param.grad_fn is not None:
+            raise ValueError(
+                f"cannot assign a non-leaf Tensor to parameter '{name}'. Model parameters "
+                "must be created explicitly; use aiograd.nn.Parameter(t.detach())"
+            )
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, buffer: Tensor | None, persistent: bool = True) -> None:
+        """Register a tensor that is state but not a parameter (in ``state_dict`` if persistent)."""
+        self._check_init("buffer")
+        _check_name(name, "buffer")
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if buffer is not None and not isinstance(buffer, Tensor):
+            raise TypeError(
+                f"cannot assign '{type(buffer).__name__}' object to buffer '{name}' "
+                "(aiograd.Tensor or None required)"
+            )
+        self._buffers[name] = buffer
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register ``module`` (or None) as a child under ``name``."""
+        self._check_init("child module")
+        _check_name(name, "module")
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        if _is_parameter(value):
+            self._check_init("parameters")
+            _remove_from(d, name, "_buffers", "_modules")
+            d.pop(name, None)
+            self.register_parameter(name, value)
+        elif isinstance(value, Module):
+            self._check_init("child modules")
+            _remove_from(d, name, "_parameters", "_buffers")
+            d.pop(name, None)
+            self._modules[name] = value
+        elif "_parameters" in d and name in d["_parameters"]:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                    "(aiograd.nn.Parameter or None expected)"
+                )
+            self._parameters[name] = None
+        elif "_modules" in d and name in d["_modules"]:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    "(aiograd.nn.Module or None expected)"
+                )
+            self._modules[name] = None
+        elif "_buffers" in d and name in d["_buffers"]:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    "(aiograd.Tensor or None expected)"
+                )
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: look in the registries.
+        d = self.__dict__
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if registry in d and name in d[registry]:
+                return d[registry][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        for registry in ("_parameters", "_buffers", "_modules"):
+            table = self.__dict__.get(registry)
+            if table is not None and name in table:
+                del table[name]
+                self._non_persistent_buffers.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self) -> list[str]:
+        extra = [*self._parameters, *self._buffers, *self._modules]
+        return sorted(set(super().__dir__()) | set(extra))
+
+    # ---- traversal ----
+
+    def named_modules(self, memo: set[int] | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """``(name, module)`` for this module and all below it, depth first, each once."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from child.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        seen: set[int] = set()
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                yield name, child
+
+    def children(self) -> Iterator[Module]:
+        for _, child in self.named_children():
+            yield child
+
+    def _named_members(self, registry: str, prefix: str, recurse: bool,
+                       remove_duplicate: bool) -> Iterator[tuple[str, Tensor]]:
+        seen: set[int] = set()
+        if recurse:
+            mods = list(self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate))
+        else:
+            mods = [(prefix, self)]
+        for mod_prefix, mod in mods:
+            for name, t in getattr(mod, registry).items():
+                if t is None:
+                    continue
+                if remove_duplicate:
+                    if id(t) in seen:
+                        continue
+                    seen.add(id(t))
+                yield mod_prefix + ("." if mod_prefix else "") + name, t
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted name, parameter)`` pairs; a shared parameter appears once."""
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # ---- modes and gradients ----
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode on this module and every module below it; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"training mode is expected to be a bool, got {mode!r}")
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the ``.grad`` of every parameter: to None, or to zeros in place."""
+        for p in self.parameters():
+            _zero_grad(p, set_to_none)
+
+    # ---- state ----
+
+    def state_dict(self, prefix: str = "") -> OrderedDict[str, numpy.ndarray]:
+        """Parameters and persistent buffers as host NumPy arrays (copies), by dotted name."""
+        out: OrderedDict[str, numpy.ndarray] = OrderedDict()
+        for mod_prefix, mod in self.named_modules(prefix=prefix.rstrip(".")):
+            dot = mod_prefix + ("." if mod_prefix else "")
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    out[dot + name] = _to_host_copy(p)
+            for name, b in mod._buffers.items():
+                if b is not None and name not in mod._non_persistent_buffers:
+                    out[dot + name] = _to_host_copy(b)
+        return out
+
+    def load_state_dict(self, state_dict: Mapping[str, Any],
+                        strict: bool = True) -> _IncompatibleKeys:
+        """Copy arrays from ``state_dict`` into the parameters and buffers, in place.
+
+        Values may be NumPy arrays, Tensors or nested sequences; they are cast
+        to the destination's dtype and copied to its device. Tensors keep their
+        identity, so an optimizer built on ``parameters()`` stays valid. The
+        version counter of each written tensor is bumped (as PyTorch's
+        ``copy_`` does), so a graph saved before the load refuses to backward.
+        """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        targets: dict[str, Tensor] = {}
+        for mod_prefix, mod in self.named_modules():
+            dot = mod_prefix + ("." if mod_prefix else "")
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    targets[dot + name] = p
+            for name, b in mod._buffers.items():
+                if b is not None and name not in mod._non_persistent_buffers:
+                    targets[dot + name] = b
+        missing = [k for k in targets if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in targets]
+        errors: list[str] = []
+        sources: list[tuple[Tensor, numpy.ndarray]] = []
+        for key, t in targets.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            if isinstance(value, Tensor):
+                src = value.device.backend.to_host(value.data)
+            else:
+                src = numpy.asarray(value)
+            if src.shape != t.shape:
+                errors.append(
+                    f"size mismatch for {key}: copying a param with shape {src.shape} from "
+                    f"checkpoint, the shape in current model is {tuple(t.shape)}."
+                )
+                continue
+            sources.append((t, src))
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if errors:
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                + "\n\t".join(errors)
+            )
+        for t, src in sources:
+            _copy_into(t, src)
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ---- devices and dtypes ----
+
+    def to(self, device: Any = None, dtype: Any = None) -> Module:
+        """Move parameters, their grads and buffers to ``device`` and/or cast floats to ``dtype``.
+
+        Works in place (as PyTorch's ``Module.to``): each tensor keeps its
+        identity and gets a new array, so optimizers keep working.
+        """
+        if isinstance(device, (numpy.dtype, type)) and dtype is None:
+            device, dtype = None, device
+        dev = None if device is None else devices.device(device)
+        dt = None if dtype is None else numpy.dtype(dtype)
+        if dt is not None and dt.kind != "f":
+            raise TypeError(
+                f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dt}"
+            )
+        for t in [*self.parameters(), *self.buffers()]:
+            _retarget(t, dev, dt)
+            if t._grad is not None:
+                _retarget(t._grad, dev, dt)
+        return self
+
+    def cpu(self) -> Module:
+        return self.to("cpu")
+
+    def cuda(self, device: int = 0) -> Module:
+        return self.to(devices.device("cuda", device))
+
+    def double(self) -> Module:
+        return self.to(dtype=numpy.float64)
+
+    def float(self) -> Module:
+        return self.to(dtype=numpy.float32)
+
+    # ---- printing ----
+
+    def extra_repr(self) -> str:
+        """Extra text inside this module's repr; override in subclasses."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines.extend(extra.split("\n"))
+        for name, child in self._modules.items():
+            body = repr(child).replace("\n", "\n  ")
+            lines.append(f"({name}): {body}")
+        head = type(self).__name__ + "("
+        if not self._modules:
+            return head + "\n  ".join(lines) + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+# ---- helpers ----
+
+def _check_name(name: str, what: str) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name should be a string, got {type(name).__name__}")
+    if not name or "." in name:
+        raise KeyError(f'{what} name can\'t be empty or contain ".", got: {name!r}')
+
+
+def _remove_from(d: dict[str, Any], name: str, *registries: str) -> None:
+    for registry in registries:
+        table = d.get(registry)
+        if table is not None and name in table:
+            del table[name]
+
+
+def _zero_grad(p: Tensor, set_to_none: bool) -> None:
+    """PyTorch's rule: drop the grad, or zero it in place (detached first if it has history)."""
+    g = p._grad
+    if g is None:
+        return
+    if set_to_none:
+        p._grad = None
+    elif g.grad_fn is not None:
+        p._grad = Tensor._wrap(g.device.xp.zeros_like(g.data), g.device)
+    else:
+        g.data.fill(0)
+
+
+def _to_host_copy(t: Tensor) -> numpy.ndarray:
+    host = t.device.backend.to_host(t.data)
+    return numpy.array(host, copy=True)
+
+
+def _copy_into(t: Tensor, src: numpy.ndarray) -> None:
+    src = numpy.asarray(src, dtype=t.dtype)
+    if t.device is devices.CPU:
+        numpy.copyto(t.data, src)
+    else:
+        t.data[...] = t.device.backend.from_host(src, t.device.index)
+    t._vc.value += 1
+
+
+def _retarget(t: Tensor, dev: devices.Device | None, dt: numpy.dtype | None) -> None:
+    data = t.data
+    if dt is not None and data.dtype.kind == "f" and data.dtype != dt:
+        data = data.astype(dt)
+    if dev is not None and dev is not t.device:
+        src = t.device
+        if src.backend is dev.backend:
+            data = dev.backend.copy_to(data, dev.index)
+        else:
+            data = dev.backend.from_host(src.backend.to_host(data), dev.index)
+    t.data = data
+    if dev is not None:
+        t.device = dev

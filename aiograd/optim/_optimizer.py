@@ -1,0 +1,232 @@
+"""The Optimizer base: parameter groups, per-parameter state, ``zero_grad``.
+
+Note [Optimizer steps write .data in place]
+    ``step()`` updates each parameter's array (``p.data``) in place, under
+    ``no_grad()``, with ufuncs writing into existing buffers (``out=``,
+    ``+=``). So:
+
+    - the parameter keeps its identity and its array, and views of it stay views;
+    - the version counter is not bumped (PyTorch's ``.data`` rule, DESIGN §2);
+      a graph recorded before the step can still run backward afterwards, and
+      sees the new values;
+    - a step allocates nothing after the first: state buffers (momentum,
+      moments) and scratch buffers are made once per parameter, lazily.
+
+    Parameters and their grads must be on one device; the math uses that
+    device's array module (``p.device.xp``), so CuPy parameters update on the GPU.
+
+Thread and task safety: an optimizer belongs to one training loop. ``step()``
+runs on the caller's thread (the event loop in async code; it is short and
+never awaits). Do not step while a backward through the same parameters is
+running: ``await loss.backward()`` first, then ``step()``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Iterable
+
+import numpy
+
+from .._tensor import Tensor
+from ..grad_mode import enable_grad, no_grad
+
+__all__ = ["Optimizer"]
+
+ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]]
+
+
+class _Required:
+    """Marks a hyperparameter with no default: every group must give it."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+class Optimizer:
+    """Base class of optimizers.
+
+    ``params`` is an iterable of Tensors, or of dicts (parameter groups) each
+    with a ``"params"`` list and optional per-group hyperparameters that
+    override ``defaults``. Subclasses implement :meth:`_update_group`.
+    """
+
+    defaults: dict[str, Any]
+    param_groups: list[dict[str, Any]]
+    # Per-parameter state, keyed by the parameter itself (Tensors hash by identity).
+    state: dict[Tensor, dict[str, Any]]
+
+    def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self.state = {}
+        self.param_groups = []
+        # Scratch arrays: not state (not saved), made once per parameter, reused each step.
+        self._scratch: dict[Tensor, list[Any]] = {}
+        if isinstance(params, Tensor):
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of Tensors or "
+                "dicts, but got a Tensor; pass [tensor] or model.parameters()"
+            )
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own hyperparameters (e.g. a different lr)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError(
+                "optimizer parameters need to be organized in ordered collections, but the "
+                "ordering of tensors in sets will change between runs; use a list instead"
+            )
+        params = list(params)
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(
+                    f"optimizer can only optimize Tensors, but parameter {i} of the group is "
+                    f"a {type(p).__name__}"
+                )
+            if p.grad_fn is not None:
+                raise ValueError(f"can't optimize a non-leaf Tensor (parameter {i})")
+        ids = [id(p) for p in params]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a parameter group contains the same parameter twice")
+        group = dict(param_group)
+        group["params"] = params
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(
+                    f"parameter group didn't specify a value of required optimization "
+                    f"parameter {name}"
+                )
+            group.setdefault(name, default)
+        existing = {id(p) for g in self.param_groups for p in g["params"]}
+        if existing & set(ids):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    # ---- gradients ----
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset every parameter's ``.grad``: to None, or to zeros in place."""
+        from ..nn._module import _zero_grad
+
+        for group in self.param_groups:
+            for p in group["params"]:
+                _zero_grad(p, set_to_none)
+
+    # ---- stepping ----
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a ``.grad``; return ``closure()``'s loss if given.
+
+        ``closure`` (sync) recomputes the loss and its gradients, e.g. with
+        ``backward_sync``; in async code call ``await loss.backward()`` before
+        ``step()`` instead. See Note [Optimizer steps write .data in place].
+        """
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _scratch_for(self, p: Tensor, count: int) -> list[Any]:
+        """``count`` scratch arrays shaped like ``p``, made on first use and then reused."""
+        bufs = self._scratch.get(p)
+        if bufs is None:
+            bufs = []
+            self._scratch[p] = bufs
+        while len(bufs) < count:
+            bufs.append(p.device.xp.empty_like(p.data))
+        return bufs
+
+    # ---- saving ----
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"state": {index: {...}}, "param_groups": [...]}`` with arrays copied to NumPy.
+
+        Parameters are referred to by their position across the groups, as in PyTorch.
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            ids = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p in self.state:
+                    state[index[id(p)]] = {k: _host_copy(p, v) for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore state saved by :meth:`state_dict` onto this optimizer's parameters."""
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(
+                f"loaded state dict has {len(saved_groups)} parameter groups, but the "
+                f"optimizer has {len(self.param_groups)}"
+            )
+        by_index: dict[int, Tensor] = {}
+        for i, (mine, saved) in enumerate(zip(self.param_groups, saved_groups)):
+            if len(mine["params"]) != len(saved["params"]):
+                raise ValueError(
+                    f"loaded state dict contains a parameter group {i} of "
+                    f"{len(saved['params'])} parameters that doesn't match the size of the "
+                    f"optimizer's group ({len(mine['params'])})"
+                )
+            for idx, p in zip(saved["params"], mine["params"]):
+                by_index[idx] = p
+        for mine, saved in zip(self.param_groups, saved_groups):
+            for k, v in saved.items():
+                if k != "params":
+                    mine[k] = copy.deepcopy(v)
+        self.state = {}
+        self._scratch = {}
+        for idx, entry in state_dict["state"].items():
+            p = by_index[int(idx)]
+            self.state[p] = {k: _to_param_device(p, v) for k, v in entry.items()}
+
+    def __repr__(self) -> str:
+        lines = [type(self).__name__ + " ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(k for k in group if k != "params"):
+                lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _host_copy(p: Tensor, value: Any) -> Any:
+    if isinstance(value, (numpy.ndarray, numpy.generic)) or p.device.backend.owns(value):
+        return numpy.array(p.device.backend.to_host(value), copy=True)
+    return copy.deepcopy(value)
+
+
+def _to_param_device(p: Tensor, value: Any) -> Any:
+    if isinstance(value, numpy.ndarray):
+        arr = numpy.array(value, dtype=p.dtype if value.dtype.kind == "f" else value.dtype)
+        return p.device.backend.from_host(arr, p.device.index) if p.device.type != "cpu" else arr
+    return copy.deepcopy(value)

@@ -1,0 +1,719 @@
+"""The engine's semantics, one behaviour per test (seeds: engine.cpp, python_engine.cpp).
+
+Every async test runs under asyncio and Trio (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import aiograd as ag
+from aiograd.engine import engine as engine_mod
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def leaf(values, dtype="float32"):
+    return ag.tensor(np.array(values, dtype=dtype), requires_grad=True)
+
+
+# ---- backward() and grad() ----
+
+
+@pytest.mark.anyio
+async def test_backward_accumulates_into_leaf_grad():
+    x = leaf([1.0, 2.0, 3.0])
+    await ag.backward(x * x, ag.ones(3))
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+    await ag.backward(x * 3.0, ag.ones(3))
+    np.testing.assert_allclose(x.grad.numpy(), [5.0, 7.0, 9.0])
+
+
+@pytest.mark.anyio
+async def test_tensor_backward_method_awaits():
+    x = leaf([2.0])
+    y = x * x
+    await y.backward()
+    assert x.grad.item() == pytest.approx(4.0)
+
+
+@pytest.mark.anyio
+async def test_grad_returns_gradients_and_leaves_grad_untouched():
+    x = leaf([1.0, 2.0])
+    (g,) = await ag.grad(x * x, x, ag.ones(2))
+    np.testing.assert_allclose(g.numpy(), [2.0, 4.0])
+    assert x.grad is None
+
+
+def test_backward_sync_in_a_plain_thread():
+    x = leaf([3.0])
+    result = {}
+
+    def run():
+        ag.backward_sync(x * x)
+        result["grad"] = x.grad.item()
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(30)
+    assert result["grad"] == pytest.approx(6.0)
+
+
+@pytest.mark.anyio
+async def test_sync_api_raises_inside_running_loop():
+    x = leaf([1.0])
+    with pytest.raises(RuntimeError, match="use 'await aiograd.backward"):
+        ag.backward_sync(x * x)
+
+
+def test_implicit_grad_requires_scalar_output():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        ag.backward_sync(x * x)
+
+
+def test_element_without_grad_fn_is_an_error():
+    x = ag.tensor([1.0])
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad and "
+                                           "does not have a grad_fn"):
+        ag.backward_sync(x * 2.0)
+
+
+def test_grad_tensors_count_must_match_outputs():
+    x = leaf([1.0])
+    with pytest.raises(ValueError, match="grad_tensors has 2 element"):
+        ag.backward_sync([x * 2.0], [ag.ones(1), ag.ones(1)])
+
+
+def test_grad_tensors_shape_must_match_output():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match=r"Mismatch in shape: grad_tensors\[0\] has a shape "
+                                           r"of \(3,\) and output\[0\] has a shape of \(2,\)"):
+        ag.backward_sync(x * 2.0, ag.ones(3))
+
+
+def test_grad_tensors_must_be_tensors():
+    x = leaf([1.0])
+    with pytest.raises(TypeError, match=r"grad_tensors\[0\] must be a Tensor or None"):
+        ag.backward_sync([x * 2.0], [1.0])
+
+
+def test_integer_grad_tensors_are_cast():
+    x = leaf([1.0, 2.0])
+    ag.backward_sync(x * 2.0, ag.tensor([1, 1]))
+    assert x.grad.dtype == np.float32
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_unused_input_error_names_the_input():
+    x, y = leaf([1.0]), leaf([2.0])
+    z = x * 2.0
+    with pytest.raises(RuntimeError, match=r"not have been used in the graph \(input 1\)"):
+        ag.grad_sync(z, [x, y])
+
+
+def test_unused_input_gets_none_with_allow_unused():
+    x, y = leaf([1.0]), leaf([2.0])
+    gx, gy = ag.grad_sync(x * 2.0, [x, y], allow_unused=True)
+    assert gx.item() == pytest.approx(2.0)
+    assert gy is None
+
+
+def test_grad_inputs_may_be_gradient_edges():
+    x = leaf([1.0, 2.0])
+    y = x * x
+    z = y * 3.0
+    (gy,) = ag.grad_sync(z, ag.get_gradient_edge(y), ag.ones(2))
+    np.testing.assert_allclose(gy.numpy(), [3.0, 3.0])
+
+
+def test_grad_inputs_of_wrong_type_are_rejected():
+    x = leaf([1.0])
+    with pytest.raises(TypeError, match="all inputs have to be Tensors or GradientEdges"):
+        ag.grad_sync(x * 2.0, [x, "y"])
+
+
+def test_backward_inputs_restrict_accumulation():
+    x, w = leaf([1.0]), leaf([2.0])
+    ag.backward_sync(x * w, inputs=[x])
+    assert x.grad.item() == pytest.approx(2.0)
+    assert w.grad is None
+
+
+def test_backward_inputs_write_grad_of_non_leaf():
+    x = leaf([1.0, 2.0])
+    h = x * 2.0
+    out = h * h
+    ag.backward_sync(out, ag.ones(2), inputs=[h])
+    np.testing.assert_allclose(h.grad.numpy(), [4.0, 8.0])
+    assert x.grad is None
+
+
+def test_grad_of_non_leaf_input_does_not_run_its_node():
+    x = leaf([1.0])
+    h = x * 2.0
+    ran = []
+    h.grad_fn.register_prehook(lambda grads: ran.append("h"))
+    (gh,) = ag.grad_sync(h * 5.0, h)
+    assert gh.item() == pytest.approx(5.0)
+    assert ran == []
+
+
+def test_empty_backward_inputs_are_rejected():
+    x = leaf([1.0])
+    with pytest.raises(RuntimeError, match="cannot be empty"):
+        ag.backward_sync(x * 2.0, inputs=[])
+
+
+# ---- retain_graph, create_graph ----
+
+
+def test_second_backward_through_freed_graph_raises():
+    x = leaf([2.0])
+    y = x * x
+    ag.backward_sync(y)
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        ag.backward_sync(y)
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = leaf([2.0])
+    y = x * x
+    ag.backward_sync(y, retain_graph=True)
+    ag.backward_sync(y)
+    assert x.grad.item() == pytest.approx(8.0)
+
+
+def test_create_graph_gives_second_order_gradients():
+    x = ag.tensor([2.0], dtype="float64", requires_grad=True)
+    y = x * x * x
+    (g,) = ag.grad_sync(y, x, create_graph=True)
+    assert g.grad_fn is not None
+    (gg,) = ag.grad_sync(g, x)
+    assert gg.item() == pytest.approx(12.0)  # d2/dx2 x^3 = 6x
+
+
+def test_backward_with_create_graph_warns_of_reference_cycle():
+    x = leaf([1.0])
+    with pytest.warns(UserWarning, match="reference cycle"):
+        ag.backward_sync(x * x, create_graph=True)
+    assert x.grad.grad_fn is not None
+
+
+def test_grad_mode_inside_backward_equals_create_graph():
+    seen = []
+
+    class Probe(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(ag.is_grad_enabled())
+            return g
+
+    x = leaf([1.0])
+    ag.backward_sync(Probe.apply(x))
+    ag.grad_sync(Probe.apply(x), x, create_graph=True)
+    assert seen == [False, True]
+
+
+# ---- hooks ----
+
+
+def test_hook_order_matches_pytorch():
+    torch = pytest.importorskip("torch")
+
+    def run(lib, backward):
+        events = []
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 2.0
+        y.retain_grad()
+        y.register_hook(lambda g: events.append("tensor_pre_hook"))
+        y.grad_fn.register_prehook(lambda go: events.append("node_pre_hook"))
+        y.grad_fn.register_hook(lambda gi, go: events.append("node_post_hook"))
+        z = y * y
+        z.grad_fn.register_hook(lambda gi, go: events.append("consumer_post_hook"))
+        x.register_post_accumulate_grad_hook(lambda t: events.append("post_accumulate"))
+        backward(z, lib.ones(2))
+        events.append(f"retained:{y.grad is not None}")
+        return events
+
+    ours = run(ag, lambda z, g: ag.backward_sync(z, g))
+    theirs = run(torch, lambda z, g: z.backward(g))
+    assert ours == theirs
+
+
+def test_tensor_hook_replaces_gradient():
+    x = leaf([1.0, 2.0])
+    x.register_hook(lambda g: g * 10.0)
+    ag.backward_sync(x * 1.0, ag.ones(2))
+    np.testing.assert_allclose(x.grad.numpy(), [10.0, 10.0])
+
+
+def test_removed_hook_does_not_run():
+    x = leaf([1.0])
+    calls = []
+    handle = x.register_hook(lambda g: calls.append(1))
+    handle.remove()
+    ag.backward_sync(x * 2.0)
+    assert calls == []
+
+
+def test_post_accumulate_grad_hook_sees_written_grad():
+    x = leaf([1.0, 2.0])
+    seen = []
+    x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.numpy().copy()))
+    ag.backward_sync(x * 3.0, ag.ones(2))
+    np.testing.assert_allclose(seen[0], [3.0, 3.0])
+
+
+def test_node_post_hook_may_replace_gradients():
+    x = leaf([1.0])
+    y = x * 2.0
+    y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: (grad_inputs[0] * 0.0,))
+    ag.backward_sync(y)
+    assert x.grad.item() == 0.0
+
+
+def test_hook_returning_wrong_shape_is_an_invalid_gradient():
+    x = leaf([1.0, 2.0])
+    y = x * 2.0
+    y.grad_fn.register_hook(lambda gi, go: (ag.ones(3),))
+    with pytest.raises(RuntimeError, match=r"Function MulBackward0 returned an invalid gradient "
+                                           r"at index 0 - got \[3\] but expected shape "
+                                           r"compatible with \[2\]"):
+        ag.backward_sync(y, ag.ones(2))
+
+
+# ---- execution order ----
+
+
+def _diamond(lib):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    a = x * 2.0
+    b = x * 3.0
+    c = a * b
+    d = c + a
+    e = d * b
+    return x, e
+
+
+def test_node_order_equals_pytorch_with_multithreading_disabled():
+    torch = pytest.importorskip("torch")
+
+    def order(lib, run):
+        x, e = _diamond(lib)
+        names = []
+        stack, seen = [e.grad_fn], set()
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            node.register_prehook(lambda go, n=node: names.append(n.name()))
+            stack.extend(fn for fn, _ in node.next_functions)
+        run(e, lib.ones(2))
+        return [name.replace("torch::autograd::", "") for name in names]
+
+    with ag.set_multithreading_enabled(False):
+        ours = order(ag, lambda e, g: ag.backward_sync(e, g))
+    with torch.autograd.set_multithreading_enabled(False):
+        theirs = order(torch, lambda e, g: e.backward(g))
+    assert ours == theirs
+
+
+def test_execution_order_is_predicted_by_current_graph_task():
+    predicted, actual = [], []
+    x = leaf([1.0, 2.0])
+    a = x * 1.0
+    y = (a * 2.0) * (a * 3.0)
+    y.grad_fn.register_prehook(
+        lambda go: predicted.extend(n.name() for n in ag.current_graph_task_execution_order())
+    )
+    stack, seen = [y.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        node.register_prehook(lambda go, n=node: actual.append(n.name()))
+        stack.extend(fn for fn, _ in node.next_functions)
+    with ag.set_multithreading_enabled(False):
+        ag.backward_sync(y, ag.ones(2))
+    assert len(actual) == 5
+    assert predicted == actual
+
+
+def test_execution_order_requires_multithreading_disabled():
+    errors = []
+
+    class Spy(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            try:
+                ag.current_graph_task_execution_order()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+            return g
+
+    ag.backward_sync(Spy.apply(leaf([1.0])))
+    assert "multithreading disabled" in errors[0]
+
+
+def test_current_graph_task_id_inside_and_outside_backward():
+    ids = []
+
+    class Spy(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            ids.append(ag.current_graph_task_id())
+            return g
+
+    x = leaf([1.0])
+    ag.backward_sync(Spy.apply(x))
+    ag.backward_sync(Spy.apply(x))
+    assert ag.current_graph_task_id() == -1
+    assert ids[0] > 0 and ids[1] > ids[0]
+
+
+# ---- validate_outputs ----
+
+
+def test_custom_function_wrong_gradient_count_is_an_error():
+    class Bad(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g
+
+    with pytest.raises(RuntimeError, match="returned an incorrect number of gradients"):
+        ag.backward_sync(Bad.apply(leaf([1.0])))
+
+
+def test_gradient_of_other_dtype_is_cast():
+    class Wide(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return ag.tensor(g.numpy().astype("float64") * 2)
+
+    x = leaf([1.0])
+    ag.backward_sync(Wide.apply(x))
+    assert x.grad.dtype == np.float32 and x.grad.item() == 2.0
+
+
+def test_broadcast_gradient_is_summed_to_input_shape():
+    x = leaf([1.0, 2.0])
+    w = ag.tensor(np.ones((3, 2), dtype="float32"), requires_grad=True)
+    ag.backward_sync(x * w, ag.ones(3, 2))
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+
+
+# ---- errors, anomaly mode, warnings ----
+
+
+class Boom(ag.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        raise KeyError("boom in backward")
+
+
+@pytest.mark.anyio
+async def test_error_in_node_reaches_caller_with_type_and_traceback():
+    x = leaf([1.0])
+    with pytest.raises(KeyError, match="boom in backward") as info:
+        await ag.backward(Boom.apply(x) * 2.0)
+    frames = [f.name for f in info.traceback]
+    assert "backward" in frames  # the user's backward frame is kept
+
+
+def test_first_error_stops_the_graph_task():
+    ran = []
+    x = leaf([1.0])
+    before = x * 2.0
+    before.grad_fn.register_prehook(lambda go: ran.append("after-error"))
+    with pytest.raises(KeyError):
+        ag.backward_sync(Boom.apply(before))
+    assert ran == []
+
+
+def test_engine_serves_next_backward_after_an_error():
+    x = leaf([1.0])
+    with pytest.raises(KeyError):
+        ag.backward_sync(Boom.apply(x))
+    ag.backward_sync(x * 4.0)
+    assert x.grad.item() == pytest.approx(4.0)
+
+
+def test_anomaly_mode_attaches_forward_traceback():
+    x = leaf([1.0])
+    with ag.detect_anomaly():
+        y = Boom.apply(x)
+        with pytest.raises(KeyError) as info:
+            ag.backward_sync(y)
+    notes = "".join(getattr(info.value, "__notes__", []))
+    assert "Traceback of forward call" in notes
+    assert "test_anomaly_mode_attaches_forward_traceback" in notes
+
+
+def test_anomaly_mode_reports_nan_gradients():
+    class NaNGrad(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * float("nan")
+
+    x = leaf([1.0])
+    with ag.detect_anomaly():
+        with pytest.raises(RuntimeError, match="Function 'NaNGradBackward' returned nan values "
+                                               "in its 0th output."):
+            ag.backward_sync(NaNGrad.apply(x))
+
+
+@pytest.mark.anyio
+async def test_warnings_in_workers_are_replayed_to_the_caller():
+    class Warns(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            warnings.warn("careful in backward", RuntimeWarning)
+            return g
+
+    with pytest.warns(RuntimeWarning, match="careful in backward"):
+        await ag.backward(Warns.apply(leaf([1.0])))
+
+
+# ---- final callbacks ----
+
+
+@pytest.mark.anyio
+async def test_final_callbacks_run_in_order_and_may_queue_more():
+    order = []
+
+    class Queues(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            ag.queue_callback(lambda: (order.append("first"),
+                                       ag.queue_callback(lambda: order.append("third"))))
+            ag.queue_callback(lambda: order.append("second"))
+            return g
+
+    x = leaf([1.0])
+    await ag.backward(Queues.apply(x))
+    assert order == ["first", "second", "third"]
+
+
+@pytest.mark.anyio
+async def test_async_final_callback_is_awaited_before_backward_returns():
+    order = []
+
+    class Queues(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            async def flush():
+                import anyio
+
+                await anyio.lowlevel.checkpoint()
+                order.append("async-callback")
+
+            ag.queue_callback(flush)
+            return g
+
+    await ag.backward(Queues.apply(leaf([1.0])))
+    order.append("returned")
+    assert order == ["async-callback", "returned"]
+
+
+def test_error_in_final_callback_fails_the_backward():
+    class Queues(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            ag.queue_callback(lambda: 1 / 0)
+            return g
+
+    with pytest.raises(ZeroDivisionError):
+        ag.backward_sync(Queues.apply(leaf([1.0])))
+
+
+def test_queue_callback_outside_backward_raises():
+    with pytest.raises(RuntimeError, match="Final callbacks can only be installed during "
+                                           "backward pass."):
+        ag.queue_callback(lambda: None)
+
+
+# ---- context ----
+
+user_var: contextvars.ContextVar[str] = contextvars.ContextVar("user_var", default="unset")
+
+
+@pytest.mark.anyio
+async def test_caller_contextvars_are_visible_in_hooks_on_workers():
+    seen = []
+    x = leaf([1.0])
+    x.register_hook(lambda g: seen.append((user_var.get(), threading.current_thread().name)))
+    token = user_var.set("request-42")
+    try:
+        await ag.backward(x * 2.0)
+    finally:
+        user_var.reset(token)
+    assert seen == [("request-42", "aiograd-worker-cpu")]
+
+
+def test_anomaly_mode_of_caller_is_visible_in_backward():
+    seen = []
+
+    class Probe(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(ag.is_anomaly_enabled())
+            return g
+
+    with ag.detect_anomaly():
+        ag.backward_sync(Probe.apply(leaf([1.0])))
+    assert seen == [True]
+
+
+# ---- async backward functions and the loop bridge ----
+
+
+@pytest.mark.anyio
+async def test_async_backward_function_runs_on_the_loop_thread():
+    loop_thread = threading.current_thread().name
+    seen = []
+
+    class Remote(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        async def backward(ctx, g):
+            import anyio
+
+            await anyio.lowlevel.checkpoint()  # e.g. a remote call
+            seen.append(threading.current_thread().name)
+            return g * 2.0
+
+    x = leaf([1.0])
+    await ag.backward(Remote.apply(x) * 3.0)
+    assert seen == [loop_thread]
+    assert x.grad.item() == pytest.approx(6.0)
+
+
+@pytest.mark.anyio
+async def test_loop_is_woken_once_per_graph_task():
+    wakes = []
+    original = engine_mod.AsyncDriver._on_wake
+
+    def counting(self):
+        wakes.append(1)
+        original(self)
+
+    engine_mod.AsyncDriver._on_wake = counting
+    try:
+        x = leaf([1.0, 2.0])
+        y = x
+        for _ in range(500):
+            y = y * 1.0001 + 0.0001
+        await ag.backward(y, ag.ones(2))
+    finally:
+        engine_mod.AsyncDriver._on_wake = original
+    assert len(wakes) == 1
+
+
+@pytest.mark.anyio
+async def test_deep_chain_runs_without_recursion_error():
+    x = leaf([1.0])
+    y = x
+    for _ in range(20_000):
+        y = y * 1.0
+    await ag.backward(y)
+    assert x.grad.item() == pytest.approx(1.0)
+
+
+# ---- the shape a user writes with pytest-asyncio ----
+
+
+@pytest.mark.asyncio
+async def test_user_style_await_loss_backward():
+    w = leaf([0.5, -1.0])
+    x = ag.tensor([2.0, 3.0])
+    loss = (w * x) * (w * x)
+    await loss.backward(ag.ones(2))
+    np.testing.assert_allclose(w.grad.numpy(), 2 * (w.data * x.data) * x.data, rtol=1e-6)
+
+
+# ---- PyTorch as the oracle for gradients ----
+
+
+def test_gradients_of_a_dag_match_pytorch():
+    torch = pytest.importorskip("torch")
+    x, e = _diamond(ag)
+    ag.backward_sync(e, ag.ones(2))
+    tx, te = _diamond(torch)
+    te.backward(torch.ones(2))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+
+
+def test_second_order_gradients_match_pytorch():
+    torch = pytest.importorskip("torch")
+
+    def f(lib, x):
+        return (x * x * x) / (x + 2.0) - x * 0.5
+
+    x = ag.tensor([0.5, 1.5, -2.5], dtype="float64", requires_grad=True)
+    (g,) = ag.grad_sync(f(ag, x), x, ag.ones(3, dtype="float64"), create_graph=True)
+    (gg,) = ag.grad_sync(g, x, ag.ones(3, dtype="float64"))
+    tx = torch.tensor([0.5, 1.5, -2.5], dtype=torch.float64, requires_grad=True)
+    (tg,) = torch.autograd.grad(f(torch, tx), tx, torch.ones(3, dtype=torch.float64),
+                                create_graph=True)
+    (tgg,) = torch.autograd.grad(tg, tx, torch.ones(3, dtype=torch.float64))
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-10)
