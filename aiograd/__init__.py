@@ -56,6 +56,7 @@ from .grad_mode import (
 )
 from .gradcheck import GradcheckError, gradcheck
 from .graph import get_gradient_edge, saved_tensors_hooks
+from .utils.checkpoint import checkpoint
 
 __all__ = [
     "Device",
@@ -67,6 +68,7 @@ __all__ = [
     "backward",
     "backward_sync",
     "bool_",
+    "checkpoint",
     "current_graph_task_execution_order",
     "current_graph_task_id",
     "detect_anomaly",

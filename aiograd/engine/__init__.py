@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from . import engine as _engine
 
-__all__ = ["EngineStats", "stats", "shutdown", "set_max_depth", "get_max_depth", "MAX_DEPTH"]
+__all__ = [
+    "EngineStats",
+    "MAX_DEPTH",
+    "get_max_depth",
+    "reentrant_depth",
+    "set_max_depth",
+    "shutdown",
+    "stats",
+    "thread_depth",
+]
 
 EngineStats = _engine.EngineStats
 MAX_DEPTH = _engine.MAX_DEPTH
@@ -35,3 +44,18 @@ def set_max_depth(depth: int) -> None:
 
 def get_max_depth() -> int:
     return _engine.get_engine().max_depth
+
+
+def reentrant_depth() -> int:
+    """The depth of the running GraphTask: 0 for an outermost backward, +1 per nesting
+    (seed: total_depth); -1 outside backward."""
+    from .graph_task import current_graph_task
+
+    gt = current_graph_task.get()
+    return -1 if gt is None else gt.depth
+
+
+def thread_depth() -> int:
+    """Nested sync backward passes driven on this thread right now (seed: current_depth).
+    Never exceeds ``get_max_depth()``: deeper ones move to the reentrant pool."""
+    return _engine._tls.depth

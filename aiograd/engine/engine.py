@@ -76,7 +76,6 @@ from .validate import validate_outputs
 
 MAX_DEPTH = 60
 SLICE_SECONDS = 0.002
-_YIELD_SECONDS = 0.00005
 
 multithreading_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "aiograd_multithreading_enabled", default=True
@@ -86,6 +85,11 @@ _ndarray = numpy.ndarray
 _heappop = heapq.heappop
 _heappush = heapq.heappush
 _perf_counter = time.perf_counter
+
+
+def _yield_gil() -> None:
+    """Let a thread waiting for the GIL (an event loop) run. See Note [Time slices]."""
+    time.sleep(0)
 
 
 class _ExecutorState(threading.local):
@@ -335,14 +339,16 @@ class Engine:
                 continue
             if task[3] is None:  # a wake-up
                 continue
-            self.run_slice(queue, task[2], [task])
-            if len(queue):
-                time.sleep(_YIELD_SECONDS)
+            if self.run_slice(queue, task[2], [task]) and _tls.engine_thread:
+                _yield_gil()
 
     # ---- running nodes ----
 
-    def run_slice(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> None:
-        """Run ready nodes of ``gt`` from ``heap`` for one time slice (Note [Time slices])."""
+    def run_slice(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> bool:
+        """Run ready nodes of ``gt`` from ``heap`` for one time slice (Note [Time slices]).
+
+        Returns True if the slice ran out of time with work left (then on the queue).
+        """
         with gt.lock:
             if gt.stopped:
                 gt.outstanding -= len(heap)
@@ -353,11 +359,12 @@ class Engine:
                 stopped = False
         if stopped:
             self._signal_if_done(gt)
-            return
+            return False
         previous = _tls.warnings
         _tls.warnings = gt.warnings
+        expired = False
         try:
-            gt.context.copy().run(self._drain, queue, gt, heap)
+            expired = gt.context.copy().run(self._drain, queue, gt, heap)
         except BaseException as exc:  # noqa: BLE001  (an engine bug: fail the task, not the thread)
             self._fail(gt, exc)
         finally:
@@ -368,8 +375,9 @@ class Engine:
                     gt.outstanding -= len(heap)
                     heap.clear()
             self._signal_if_done(gt)
+        return expired
 
-    def _drain(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> None:
+    def _drain(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> bool:
         if gt.dependencies is None:
             gt.prepare()
         deadline = _perf_counter() + SLICE_SECONDS
@@ -377,7 +385,7 @@ class Engine:
         route = self._route
         while heap:
             if gt.stopped:
-                return
+                return False
             task = _heappop(heap)
             node = task[3]
             try:
@@ -386,12 +394,13 @@ class Engine:
                 with gt.lock:
                     gt.outstanding -= 1
                 self._fail(gt, exc, node)
-                return
+                return False
             route(gt, node, outputs, queue, heap)
             if heap and _perf_counter() > deadline and queue is not None:
                 queue.push_many(heap)
                 heap.clear()
-                return
+                return True
+        return False
 
     def _evaluate(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
         """Hooks, the function, validation (seed ``evaluate_function``/``call_function``).
@@ -532,6 +541,8 @@ class Engine:
         for var, value in gt.context.items():
             var.set(value)
         try:
+            if gt.dependencies is None:  # an async root
+                gt.prepare()
             if gt.exec_info is not None:
                 inputs = self._instrument(gt, node, inputs)
             if inputs is None:
