@@ -214,8 +214,7 @@ class AsyncDriver:
     here too: the driver is the ``port`` of every task it started.
     """
 
-    def __init__(self, graph_task: GraphTask) -> None:
-        self.graph_task = graph_task
+    def __init__(self) -> None:
         self.inbox: deque[Callable[[], Any]] = deque()
         self.event = anyio.Event()
         self.wake = loop_waker(self._on_wake)
@@ -227,9 +226,8 @@ class AsyncDriver:
         self.inbox.append(job)
         self.wake()
 
-    async def serve(self) -> None:
-        """Run submitted jobs until the GraphTask is finished (Note [Completion])."""
-        gt = self.graph_task
+    async def serve(self, gt: GraphTask) -> None:
+        """Run submitted jobs until ``gt`` is finished (Note [Completion])."""
         async with anyio.create_task_group() as tg:
             while True:
                 while self.inbox:
@@ -339,7 +337,14 @@ class Engine:
                 continue
             if task[3] is None:  # a wake-up
                 continue
-            if self.run_slice(queue, task[2], [task]) and _tls.engine_thread:
+            gt = task[2]
+            expired = self.run_slice(queue, gt, [task])
+            del task
+            waker = self._claim_finish(gt)
+            del gt  # hold nothing of a finished task: its caller may be checking
+            if waker is not None:
+                waker()
+            if expired and _tls.engine_thread:
                 _yield_gil()
 
     # ---- running nodes ----
@@ -358,7 +363,6 @@ class Engine:
                 gt.active += 1
                 stopped = False
         if stopped:
-            self._signal_if_done(gt)
             return False
         previous = _tls.warnings
         _tls.warnings = gt.warnings
@@ -374,7 +378,6 @@ class Engine:
                 if heap:
                     gt.outstanding -= len(heap)
                     heap.clear()
-            self._signal_if_done(gt)
         return expired
 
     def _drain(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> bool:
@@ -575,12 +578,17 @@ class Engine:
                          f"{node.name()}):\n{node.anomaly_trace}")
         gt.fail(exc)
 
-    def _signal_if_done(self, gt: GraphTask) -> None:
+    def _claim_finish(self, gt: GraphTask) -> Callable[[], None] | None:
+        """If ``gt`` is finished (Note [Completion]), mark it so, once, and return
+        its waker for the caller to call (after dropping its own references)."""
         with gt.lock:
             if gt.finished.is_set() or not gt.done_locked():
-                return
+                return None
             gt.finished.set()
-        waker = gt.waker
+        return gt.waker
+
+    def _signal_if_done(self, gt: GraphTask) -> None:
+        waker = self._claim_finish(gt)
         if waker is not None:
             waker()
 
@@ -630,17 +638,17 @@ class Engine:
         if not context.run(multithreading_enabled.get):
             await self._run_inline(gt, context)
             return
-        driver = AsyncDriver(gt)
+        driver = AsyncDriver()
         gt.port = driver
         gt.waker = driver.wake
         self._start(gt, self.device_queue(CPU), context)
         self._submit_root(gt, None, None)
         try:
-            await driver.serve()
+            await driver.serve(gt)
         except BaseException:
             self._cancel_tree(gt)
             with anyio.CancelScope(shield=True):
-                await driver.serve()
+                await driver.serve(gt)
             self._finish(gt)
             raise
         await self._finalize_async(gt)
@@ -658,6 +666,7 @@ class Engine:
             while not gt.finished.is_set():
                 if heap:
                     self.run_slice(queue, gt, heap)
+                    self._claim_finish(gt)
                 elif len(queue):
                     heap.append(queue.pop())
                 elif port.jobs:
@@ -705,7 +714,7 @@ class Engine:
         gt.single_thread = not context.run(multithreading_enabled.get)
         parent = gt.parent
         gt.port = parent.port if parent is not None and parent.port is not None else None
-        gt.waker = lambda: queue.wake(gt)
+        gt.waker = lambda: queue.wake(None)
         self._start(gt, queue, context)
         if gt.port is None:
             gt.port = _LazyBackgroundPort(self)
@@ -771,6 +780,9 @@ class Engine:
         gt.not_ready = {}
         gt.dependencies = {}
         gt.final_callbacks = []
+        gt.root_node = None  # type: ignore[assignment]
+        gt.roots = []
+        gt.context = None
         with self._lock:
             if gt in self._live:
                 self._live.discard(gt)

@@ -52,8 +52,8 @@ class ReadyQueue:
                 heapq.heappush(self._heap, task)
             self._cond.notify()
 
-    def wake(self, graph_task: Any) -> None:
-        """Wake the owner to re-check ``graph_task`` (seed: a task with no fn)."""
+    def wake(self, graph_task: Any = None) -> None:
+        """Wake the owner to re-check the task it drives (seed: a task with no fn)."""
         self.push(WAKE_KEY, graph_task, None, None)
 
     def shutdown(self) -> None:
