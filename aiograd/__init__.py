@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from . import _ops  # noqa: F401  (binds the Tensor operators and methods)
-from . import devices, graph
+from . import devices, graph, nn, optim
 from ._tensor import (
     Tensor,
     arange,
@@ -93,8 +93,10 @@ __all__ = [
     "is_checkpoint_valid",
     "is_grad_enabled",
     "manual_seed",
+    "nn",
     "no_grad",
     "once_differentiable",
+    "optim",
     "ones",
     "ones_like",
     "queue_callback",

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import atexit
 import contextvars
+import functools
 import heapq
 import os
 import threading
@@ -71,7 +72,7 @@ from . import hooks as _hooks
 from ._bridge import loop_waker, running_loop_library
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .input_buffer import accumulate, stash_current_streams, sync_leaf_streams
-from .ready_queue import SHUTDOWN_KEY, ReadyQueue, _ticket, task_key
+from .ready_queue import SHUTDOWN_KEY, ReadyQueue, _ticket
 from .validate import validate_outputs
 
 MAX_DEPTH = 60
@@ -221,6 +222,10 @@ class AsyncDriver:
 
     def _on_wake(self) -> None:
         self.event.set()
+
+    def close(self) -> None:
+        """Break the driver -> waker -> driver cycle once its task is done."""
+        self.wake = _no_wake
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.inbox.append(job)
@@ -381,49 +386,63 @@ class Engine:
         return expired
 
     def _drain(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> bool:
+        """Evaluate ready nodes of ``gt`` (seed ``evaluate_function``/``call_function``).
+
+        The per-node path: hooks (only if any), the function on its forward
+        stream (only if it has one), validation, routing. Returns True if the
+        slice ran out of time with work left (pushed back on ``queue``).
+        """
         if gt.dependencies is None:
             gt.prepare()
         deadline = _perf_counter() + SLICE_SECONDS
-        evaluate = self._evaluate
+        create_graph = gt.create_graph
+        instrumented = gt.exec_info is not None
+        finish = self._finish_outputs
         route = self._route
-        while heap:
+        follow: tuple[Node, list[Any]] | None = None
+        while heap or follow is not None:
             if gt.stopped:
+                if follow is not None:
+                    with gt.lock:
+                        gt.outstanding -= 1
                 return False
-            task = _heappop(heap)
-            node = task[3]
+            if follow is None:
+                task = _heappop(heap)
+                node = task[3]
+                inputs = task[4]
+                del task
+            else:
+                node, inputs = follow
             try:
-                outputs = evaluate(gt, node, task[4])
+                if instrumented:
+                    inputs = self._instrument(gt, node, inputs)
+                if inputs is None:  # only captured, not run
+                    outputs = None
+                else:
+                    if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks
+                            or (type(node) is AccumulateGrad and node.variable._hooks)):
+                        inputs = _hooks.call_pre_hooks(node, inputs)
+                    meta = node.input_metadata
+                    if meta and meta[0].stream is not None:
+                        with meta[0].device.backend.stream_guard(meta[0].stream):
+                            outputs = node.apply(inputs, create_graph)
+                    else:
+                        outputs = node.apply(inputs, create_graph)
+                    outputs = finish(gt, node, inputs, outputs)
             except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
                 with gt.lock:
                     gt.outstanding -= 1
                 self._fail(gt, exc, node)
                 return False
-            route(gt, node, outputs, queue, heap)
-            if heap and _perf_counter() > deadline and queue is not None:
+            follow = route(gt, node, outputs, queue, heap)
+            if queue is not None and _perf_counter() > deadline and (heap or follow):
+                if follow is not None:
+                    node, inputs = follow
+                    heap.append((gt.key_base - node.sequence_nr, next(_ticket), gt, node, inputs))
                 queue.push_many(heap)
                 heap.clear()
                 return True
         return False
-
-    def _evaluate(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
-        """Hooks, the function, validation (seed ``evaluate_function``/``call_function``).
-
-        Returns the gradients to route, or None when the node is only captured.
-        """
-        if gt.exec_info is not None:
-            inputs = self._instrument(gt, node, inputs)
-            if inputs is None:
-                return None
-        if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks
-                or (type(node) is AccumulateGrad and node.variable._hooks)):
-            inputs = _hooks.call_pre_hooks(node, inputs)
-        meta = node.input_metadata
-        if meta and meta[0].stream is not None:
-            with meta[0].device.backend.stream_guard(meta[0].stream):
-                outputs = node.apply(inputs, gt.create_graph)
-        else:
-            outputs = node.apply(inputs, gt.create_graph)
-        return self._finish_outputs(gt, node, inputs, outputs)
 
     def _finish_outputs(self, gt: GraphTask, node: Node, inputs: list[Any], outputs: Any) -> Any:
         if not gt.keep_graph:
@@ -467,67 +486,74 @@ class Engine:
                 gt.leaf_streams.add((meta[0].stream, meta[0].device))
 
     def _route(self, gt: GraphTask, node: Node, outputs: Any, queue: ReadyQueue | None,
-               heap: list[Any] | None) -> None:
-        """Deliver ``outputs`` along ``node``'s edges; dispatch nodes that became ready."""
-        if outputs is None or not node.next_edges:
+               heap: list[Any] | None) -> tuple[Node, list[Any]] | None:
+        """Deliver ``outputs`` along ``node``'s edges; dispatch nodes that became ready.
+
+        Ready CPU nodes for this executor go on its private ``heap`` (no queue
+        lock); others are pushed to their device's queue (Note [Time slices]).
+        If exactly one node became ready, it is for this executor and the heap
+        is empty, it is returned instead: the caller runs it next (a chain
+        then never touches the heap).
+        """
+        edges = node.next_edges
+        if outputs is None or not edges:
             if outputs is not None:
                 self._record_leaf_stream(gt, node)  # a leaf: AccumulateGrad
             with gt.lock:
                 gt.outstanding -= 1
-            return
-        ready = []
+            return None
         exec_info = gt.exec_info
+        ready = []
         with gt.lock:
             gt.outstanding -= 1
             deps = gt.dependencies
             not_ready = gt.not_ready
-            for i, edge in enumerate(node.next_edges):
+            i = -1
+            for edge in edges:
+                i += 1
                 if edge is None:
                     continue
-                nxt, input_nr = edge
+                nxt = edge[0]
                 count = deps.get(nxt)  # type: ignore[union-attr]
                 if count is None:
                     raise RuntimeError(f"dependency not found for {nxt.name()}")
                 if count == 1:
                     del deps[nxt]  # type: ignore[union-attr]
+                    buffer = not_ready.pop(nxt, None)
                 else:
                     deps[nxt] = count - 1  # type: ignore[index]
-                buffer = not_ready.get(nxt)
+                    buffer = not_ready.get(nxt)
                 if buffer is None:
                     if exec_info is not None and nxt not in exec_info:
                         continue
                     buffer = [None] * len(nxt.input_metadata)
                     if count != 1:
                         not_ready[nxt] = buffer
-                elif count == 1:
-                    del not_ready[nxt]
-                accumulate(buffer, input_nr, outputs[i], nxt)
+                accumulate(buffer, edge[1], outputs[i], nxt)
                 if count == 1:
                     gt.outstanding += 1
                     ready.append((nxt, buffer))
+        local = heap is not None and queue is gt.cpu_queue
+        if local and not heap and len(ready) == 1:
+            nxt = ready[0][0]
+            meta = nxt.input_metadata
+            if not nxt.is_async and (not meta or meta[0].device is CPU or gt.single_thread):
+                return ready[0]
         for nxt, buffer in ready:
-            self._dispatch(gt, nxt, buffer, queue, heap)
-
-    def _dispatch(self, gt: GraphTask, node: Node, inputs: list[Any], queue: ReadyQueue | None,
-                  heap: list[Any] | None) -> None:
-        if node.is_async:
-            gt.port.submit(lambda: self._run_async_node(gt, node, inputs))
-            return
-        key = task_key(gt.depth, node.sequence_nr)
-        target = self._queue_for(gt, node)
-        if target is queue and heap is not None:
-            _heappush(heap, (key, next(_ticket), gt, node, inputs))
-        else:
-            target.push(key, gt, node, inputs)
-
-    def _queue_for(self, gt: GraphTask, node: Node) -> ReadyQueue:
-        meta = node.input_metadata
-        if not meta or gt.single_thread:
-            return gt.cpu_queue
-        device = meta[0].device
-        if device is CPU:
-            return gt.cpu_queue
-        return self.device_queue(device)
+            if nxt.is_async:
+                gt.port.submit(functools.partial(self._run_async_node, gt, nxt, buffer))
+                continue
+            key = gt.key_base - nxt.sequence_nr
+            meta = nxt.input_metadata
+            if not meta or meta[0].device is CPU or gt.single_thread:
+                target = gt.cpu_queue
+            else:
+                target = self.device_queue(meta[0].device)
+            if target is queue and heap is not None:
+                _heappush(heap, (key, next(_ticket), gt, nxt, buffer))
+            else:
+                target.push(key, gt, nxt, buffer)
+        return None
 
     async def _run_async_node(self, gt: GraphTask, node: Node, inputs: list[Any]) -> None:
         """Run an ``async def`` backward on the loop, then route its outputs."""
@@ -628,10 +654,23 @@ class Engine:
             self._live.add(gt)
 
     def _submit_root(self, gt: GraphTask, queue: ReadyQueue, heap: list[Any] | None) -> None:
+        """Queue the root task: the single root node, or a GraphRoot over several roots."""
         root = gt.root_node
         inputs = gt.root_inputs
         gt.root_inputs = []
-        self._dispatch(gt, root, inputs, queue, heap)
+        if root.is_async:
+            gt.port.submit(functools.partial(self._run_async_node, gt, root, inputs))
+            return
+        key = gt.key_base - root.sequence_nr
+        meta = root.input_metadata
+        if meta and meta[0].device is not CPU and not gt.single_thread:
+            queue = self.device_queue(meta[0].device)
+        elif heap is not None:
+            _heappush(heap, (key, next(_ticket), gt, root, inputs))
+            return
+        else:
+            queue = gt.cpu_queue
+        queue.push(key, gt, root, inputs)
 
     async def run_async(self, gt: GraphTask, context: contextvars.Context) -> None:
         """Drive ``gt`` from a coroutine; returns when all nodes ran or raises."""
@@ -651,6 +690,8 @@ class Engine:
                 await driver.serve(gt)
             self._finish(gt)
             raise
+        finally:
+            driver.close()
         await self._finalize_async(gt)
 
     async def _run_inline(self, gt: GraphTask, context: contextvars.Context) -> None:
@@ -783,6 +824,7 @@ class Engine:
         gt.root_node = None  # type: ignore[assignment]
         gt.roots = []
         gt.context = None
+        gt.waker = None
         with self._lock:
             if gt in self._live:
                 self._live.discard(gt)
@@ -839,6 +881,10 @@ class _LazyBackgroundPort:
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.engine._background_port().submit(job)
+
+
+def _no_wake() -> None:
+    pass
 
 
 def _enter_task_context(gt: GraphTask) -> None:

@@ -31,6 +31,7 @@ import threading
 from typing import Any, Callable
 
 from ..graph._node import Node
+from .ready_queue import task_key
 
 _ids = itertools.count(1)
 
@@ -75,6 +76,7 @@ class GraphTask:
         "waker",
         "finished",
         "single_thread",
+        "key_base",
         "warnings",
         "parent",
         "__weakref__",
@@ -128,6 +130,8 @@ class GraphTask:
         self.waker: Callable[[], None] | None = None
         self.finished = threading.Event()
         self.single_thread = False
+        # ReadyQueue key of a node of this task: key_base - node.sequence_nr.
+        self.key_base = task_key(depth, 0)
         self.warnings: list[Any] = []
 
     # ---- graph analysis (run by the first executor, before any node) ----

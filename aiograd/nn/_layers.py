@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Any, Iterable, Iterator, overload
+from collections.abc import Iterable, Iterator
+from typing import Any, overload
 
 import numpy
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, Mapping, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import numpy
 

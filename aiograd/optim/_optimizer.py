@@ -24,26 +24,18 @@ running: ``await loss.backward()`` first, then ``step()``.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy
 
 from .._tensor import Tensor
 from ..grad_mode import enable_grad, no_grad
+from ..nn._module import _zero_grad
 
 __all__ = ["Optimizer"]
 
 ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]]
-
-
-class _Required:
-    """Marks a hyperparameter with no default: every group must give it."""
-
-    def __repr__(self) -> str:
-        return "<required parameter>"
-
-
-required = _Required()
 
 
 class Optimizer:
@@ -105,11 +97,6 @@ class Optimizer:
         group = dict(param_group)
         group["params"] = params
         for name, default in self.defaults.items():
-            if default is required and name not in group:
-                raise ValueError(
-                    f"parameter group didn't specify a value of required optimization "
-                    f"parameter {name}"
-                )
             group.setdefault(name, default)
         existing = {id(p) for g in self.param_groups for p in g["params"]}
         if existing & set(ids):
@@ -120,8 +107,6 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's ``.grad``: to None, or to zeros in place."""
-        from ..nn._module import _zero_grad
-
         for group in self.param_groups:
             for p in group["params"]:
                 _zero_grad(p, set_to_none)

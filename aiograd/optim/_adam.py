@@ -1,0 +1,107 @@
+"""Adam, with PyTorch's update formulas (bias correction, eps outside the square root)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._optimizer import Optimizer, ParamsT
+
+__all__ = ["Adam"]
+
+
+class Adam(Optimizer):
+    """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
+    maximize=False)``, as ``torch.optim.Adam``::
+
+        t += 1
+        g = grad (negated if maximize) + weight_decay * p
+        m = m + (1 - beta1) * (g - m)                 (lerp)
+        v = beta2 * v + (1 - beta2) * g * g
+        v_hat = max(v_hat, v) if amsgrad else v
+        denom = sqrt(v_hat) / sqrt(1 - beta2 ** t) + eps
+        p = p - lr / (1 - beta1 ** t) * m / denom
+
+    State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq`` (and
+    ``max_exp_avg_sq`` with amsgrad). See Note [Optimizer steps write .data in place].
+    """
+
+    def __init__(self, params: ParamsT, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 maximize: bool = False) -> None:
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if eps < 0.0:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        lr = group["lr"]
+        beta1, beta2 = group["betas"]
+        eps = group["eps"]
+        weight_decay = group["weight_decay"]
+        amsgrad = group["amsgrad"]
+        maximize = group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            xp = p.device.xp
+            w = p.data
+            grad = p.grad.data
+            state = self.state.setdefault(p, {})
+            if not state:
+                state["step"] = 0
+                state["exp_avg"] = xp.zeros_like(w)
+                state["exp_avg_sq"] = xp.zeros_like(w)
+                if amsgrad:
+                    state["max_exp_avg_sq"] = xp.zeros_like(w)
+            exp_avg = state["exp_avg"]
+            exp_avg_sq = state["exp_avg_sq"]
+            state["step"] += 1
+            step = state["step"]
+
+            # scratch[-1] is a temporary, then the denominator; scratch[0] holds g
+            # when it differs from grad.
+            need_g = weight_decay != 0 or maximize
+            scratch = self._scratch_for(p, 2 if need_g else 1)
+            tmp = scratch[-1]
+            g = grad
+            if need_g:
+                g = scratch[0]
+                xp.multiply(w, weight_decay, out=g)
+                if maximize:
+                    xp.subtract(g, grad, out=g)
+                else:
+                    xp.add(g, grad, out=g)
+
+            xp.subtract(g, exp_avg, out=tmp)
+            tmp *= 1.0 - beta1
+            exp_avg += tmp
+            xp.multiply(g, g, out=tmp)
+            tmp *= 1.0 - beta2
+            exp_avg_sq *= beta2
+            exp_avg_sq += tmp
+
+            bias_correction1 = 1.0 - beta1 ** step
+            bias_correction2 = 1.0 - beta2 ** step
+            step_size = lr / bias_correction1
+            v_hat = exp_avg_sq
+            if amsgrad:
+                v_hat = state["max_exp_avg_sq"]
+                xp.maximum(v_hat, exp_avg_sq, out=v_hat)
+            denom = tmp
+            xp.sqrt(v_hat, out=denom)
+            denom /= math.sqrt(bias_correction2)
+            denom += eps
+            xp.divide(exp_avg, denom, out=denom)
+            denom *= step_size
+            w -= denom

@@ -1,0 +1,89 @@
+"""Stochastic gradient descent, with PyTorch's momentum, dampening and Nesterov formulas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._optimizer import Optimizer, ParamsT
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """``SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
+    maximize=False)``, as ``torch.optim.SGD``::
+
+        g = grad (negated if maximize) + weight_decay * p
+        buf = g                                  on the first step with momentum
+        buf = momentum * buf + (1 - dampening) * g   afterwards
+        g = g + momentum * buf if nesterov else buf
+        p = p - lr * g
+
+    State per parameter: ``momentum_buffer`` (only when ``momentum != 0``).
+    See Note [Optimizer steps write .data in place].
+    """
+
+    def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                 *, maximize: bool = False) -> None:
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        lr = group["lr"]
+        momentum = group["momentum"]
+        dampening = group["dampening"]
+        weight_decay = group["weight_decay"]
+        nesterov = group["nesterov"]
+        maximize = group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            xp = p.device.xp
+            w = p.data
+            grad = p.grad.data
+            scratch = self._scratch_for(p, 2 if nesterov else 1)
+            d_p = scratch[0]
+            # d_p = (-grad if maximize else grad) + weight_decay * w
+            if weight_decay != 0:
+                xp.multiply(w, weight_decay, out=d_p)
+                if maximize:
+                    xp.subtract(d_p, grad, out=d_p)
+                else:
+                    xp.add(d_p, grad, out=d_p)
+            elif maximize:
+                xp.negative(grad, out=d_p)
+            else:
+                xp.copyto(d_p, grad)
+            if momentum != 0:
+                state = self.state.setdefault(p, {})
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = d_p.copy()
+                    state["momentum_buffer"] = buf
+                else:
+                    buf *= momentum
+                    if dampening != 0:
+                        # Nesterov forbids dampening, so d_p is not needed after this:
+                        # the step below uses buf.
+                        d_p *= 1.0 - dampening
+                    buf += d_p
+                if nesterov:
+                    # Invariant here: dampening == 0, so scratch[1] is free.
+                    xp.multiply(buf, momentum, out=scratch[1])
+                    d_p += scratch[1]
+                else:
+                    xp.multiply(buf, lr, out=d_p)
+                    w -= d_p
+                    continue
+            d_p *= lr
+            w -= d_p

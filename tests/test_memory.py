@@ -1,0 +1,109 @@
+"""Graphs are freed by reference counting alone (DESIGN.md, Note [No reference cycles])."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+import weakref
+
+import numpy as np
+import pytest
+
+import aiograd as ag
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def no_cyclic_gc():
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def aiograd_garbage() -> list[str]:
+    """Run the cyclic collector and return the aiograd objects it had to free."""
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        found = [type(o).__name__ for o in gc.garbage
+                 if type(o).__module__.startswith("aiograd")]
+    finally:
+        gc.garbage.clear()
+        gc.set_debug(0)
+    return found
+
+
+def _mlp_loss(x, weights):
+    h = x
+    for w in weights:
+        h = (h @ w).relu()
+    return h.sum()
+
+
+def test_large_graph_memory_returns_when_loss_goes_out_of_scope(no_cyclic_gc):
+    rng = np.random.default_rng(0)
+    weights = [ag.tensor(rng.standard_normal((256, 256)).astype("float32") * 0.05,
+                         requires_grad=True) for _ in range(8)]
+    x = ag.tensor(rng.standard_normal((512, 256)).astype("float32"))
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        loss = _mlp_loss(x, weights)
+        held = tracemalloc.get_traced_memory()[0] - base
+        first = weakref.ref(loss.grad_fn)
+        del loss
+        after = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert held > 8 * 512 * 256 * 4  # the saved activations were really held
+    assert first() is None
+    assert after < held / 20
+
+
+def test_backward_leaves_no_reference_cycles(no_cyclic_gc):
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x * 3.0) / (x + 1.0)
+    node = weakref.ref(y.grad_fn)
+    ag.backward_sync(y, ag.ones(2))
+    del y
+    assert node() is None
+    assert aiograd_garbage() == []
+
+
+@pytest.mark.anyio
+async def test_await_backward_and_grad_leave_no_reference_cycles(no_cyclic_gc):
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    for _ in range(3):
+        y = x * x * 2.0
+        node = weakref.ref(y.grad_fn)
+        await ag.backward(y, ag.ones(2))
+        (g,) = await ag.grad(x * 3.0, x, ag.ones(2))
+        del y
+        assert node() is None
+    assert aiograd_garbage() == []
+
+
+def test_output_saved_by_its_own_node_is_not_a_cycle(no_cyclic_gc):
+    x = ag.tensor([0.5, 1.5], requires_grad=True)
+    y = x.exp()  # ExpBackward0 saves its own output
+    node = weakref.ref(y.grad_fn)
+    del y
+    assert node() is None
+    assert aiograd_garbage() == []
+
+
+def test_retain_grad_hook_does_not_keep_tensor_alive(no_cyclic_gc):
+    x = ag.tensor([1.0], requires_grad=True)
+    h = x * 2.0
+    h.retain_grad()
+    ref = weakref.ref(h)
+    loss = h * 3.0
+    del h
+    ag.backward_sync(loss)
+    del loss
+    assert ref() is None
+    assert aiograd_garbage() == []
