@@ -32,6 +32,7 @@ from ._tensor import (
     zeros,
     zeros_like,
 )
+from ._ops.joining import cat, stack
 from .autograd import (
     backward,
     backward_sync,
@@ -68,6 +69,7 @@ __all__ = [
     "backward",
     "backward_sync",
     "bool_",
+    "cat",
     "checkpoint",
     "current_graph_task_execution_order",
     "current_graph_task_id",
@@ -108,6 +110,7 @@ __all__ = [
     "set_detect_anomaly",
     "set_grad_enabled",
     "set_multithreading_enabled",
+    "stack",
     "tensor",
     "zeros",
     "zeros_like",

@@ -97,6 +97,8 @@ class Tensor:
     @classmethod
     def _wrap(cls, data: Any, device: Device | None = None) -> Tensor:
         """A leaf around ``data`` (no copy). ``device`` defaults to the array's."""
+        if isinstance(data, numpy.generic):  # NumPy reductions return scalars: keep arrays
+            data = numpy.asarray(data)
         t = object.__new__(cls)
         t.data = data
         t.device = devices.device_of_array(data) if device is None else device

@@ -1,1 +1,257 @@
-"""TODO: being written."""
+"""In-place ops: ``add_ sub_ mul_ div_ zero_ copy_``, ``+= -= *= /=``; and ``clone``.
+
+Note [In-place ops]
+    An in-place op writes into ``t.data`` and bumps ``t._vc.value``, so a
+    SavedTensor of ``t`` (or of a view sharing its memory) refuses to unpack
+    afterwards: the backward that needed the old value raises instead of
+    computing a wrong gradient. When autograd is involved (grad mode is on
+    and ``t`` or the other operand requires grad) ``t``'s history is
+    *rebased*: a new node, whose first next edge is ``t``'s old edge, becomes
+    ``t.grad_fn`` (PyTorch's ``rebase_history``). Refused, as in PyTorch: a
+    leaf that requires grad (its ``.grad`` would belong to a value that no
+    longer exists). Refused, where PyTorch rewrites the base's history
+    (``CopySlices``): a view whose write involves autograd, since aiograd
+    does not track the views of a base. Without autograd, views are written
+    like any tensor (``with no_grad(): w[0].zero_()``).
+
+The formulas are those of the out-of-place ops (the nodes of
+:mod:`.arithmetic` are reused); a value the formula needs from before the
+write is saved as a copy carrying ``t``'s old history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy
+
+from .._tensor import Tensor
+from ..graph._node import Node
+from . import _dual
+from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor
+from .arithmetic import AddBackward0, DivBackward0, MulBackward0, SubBackward0
+
+__all__ = ["check_inplace", "commit_inplace"]
+
+_Edges = tuple[Any, ...] | None
+
+
+# ---- the rules every in-place write follows ----
+
+def check_inplace(t: Tensor, edges: _Edges) -> None:
+    """Raise if ``t`` may not be written in place; ``edges`` is ``edges_of(t, ...)``.
+
+    See Note [In-place ops]. Called before anything is written.
+    """
+    if edges is not None:
+        if t.grad_fn is None and t._rg:
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place operation."
+            )
+        base = t._base
+        if base is not None:
+            if base.grad_fn is None and base._rg:
+                raise RuntimeError(
+                    "a view of a leaf Variable that requires grad is being used in an "
+                    "in-place operation."
+                )
+            raise RuntimeError(
+                f"in-place write to a view (shape {list(t.shape)}) of a tensor of shape "
+                f"{list(base.shape)} while autograd records it: aiograd does not support "
+                "in-place operations on views when the view or the value written requires "
+                "grad. Write into the base tensor (base[idx] = value), use the out-of-place "
+                "op (y = y + x), or clone() the view first."
+            )
+    data = t.data
+    for n, stride in zip(data.shape, data.strides):
+        if stride == 0 and n > 1:
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to tensor "
+                "refers to a single memory location. Please clone() the tensor before "
+                "performing the operation."
+            )
+
+
+def commit_inplace(t: Tensor, node: Node | None) -> Tensor:
+    """After writing ``t.data``: bump the version and, if ``node``, rebase ``t``'s history."""
+    t._vc.value += 1
+    if node is None:
+        return t
+    retains = t._retains_grad
+    if retains:  # the retains-grad hook follows t to its new version
+        del t.grad_fn._retains_grad_hooks[t.output_nr]
+        t._retains_grad = False
+    record(node, t.data, t.device)  # sets the node's input metadata
+    t.grad_fn = node
+    t.output_nr = 0
+    t._rg = True
+    if retains:
+        t.retain_grad()
+    return t
+
+
+def _old_value(t: Tensor) -> Tensor:
+    """A copy of ``t``'s value before the write, with ``t``'s history before the write."""
+    old = Tensor._wrap(t.data.copy(), t.device)
+    old.grad_fn, old.output_nr, old._rg = t.grad_fn, t.output_nr, t._rg
+    return old
+
+
+def _prepare(t: Tensor, other: Any, true_div: bool = False) -> tuple[Any, Tensor | None, _Edges]:
+    """Check ``t op= other``: returns (operand for the ufunc, other as a Tensor or None, edges)."""
+    other = scalar_or_tensor(other, t)
+    if type(other) is Tensor:
+        check_same_device(t, other)
+        operand, other_t, edges = other.data, other, edges_of(t, other)
+    else:
+        operand, other_t, edges = other, None, edges_of(t)
+    check_inplace(t, edges)
+    result = t.device.xp.result_type(t.data, operand)
+    if true_div and result.kind in "biu":
+        result = numpy.dtype(numpy.float64)
+    if not numpy.can_cast(result, t.dtype, casting="same_kind"):
+        raise RuntimeError(
+            f"result type {result} can't be cast to the desired output type {t.dtype}"
+        )
+    other_shape = getattr(operand, "shape", ())
+    try:
+        shape = numpy.broadcast_shapes(t.shape, other_shape)
+    except ValueError:
+        raise RuntimeError(
+            f"the shape of the other operand {list(other_shape)} cannot be broadcast to the "
+            f"tensor's shape {list(t.shape)}"
+        ) from None
+    if shape != t.shape:
+        raise RuntimeError(
+            f"output with shape {list(t.shape)} doesn't match the broadcast shape {list(shape)}"
+        )
+    return operand, other_t, edges
+
+
+# ---- add_ / sub_ / mul_ / div_ ----
+
+def add_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``t += alpha * other`` in place."""
+    if alpha != 1:
+        other = scalar_or_tensor(other, t) * alpha
+    operand, _, edges = _prepare(t, other)
+    t.device.xp.add(t.data, operand, out=t.data)
+    return commit_inplace(t, None if edges is None else AddBackward0(edges))
+
+
+def sub_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``t -= alpha * other`` in place."""
+    if alpha != 1:
+        other = scalar_or_tensor(other, t) * alpha
+    operand, _, edges = _prepare(t, other)
+    t.device.xp.subtract(t.data, operand, out=t.data)
+    return commit_inplace(t, None if edges is None else SubBackward0(edges))
+
+
+def mul_(t: Tensor, other: Any) -> Tensor:
+    """``t *= other`` in place; other's gradient needs t's old value (saved as a copy)."""
+    operand, other_t, edges = _prepare(t, other)
+    node = None
+    if edges is not None:
+        node = MulBackward0(edges)
+        node.scalar = operand if other_t is None else None
+        node.other = save(other_t) if other_t is not None and edges[0] is not None else None
+        node.self_ = save(_old_value(t)) if other_t is not None and edges[1] is not None else None
+    t.device.xp.multiply(t.data, operand, out=t.data)
+    return commit_inplace(t, node)
+
+
+def div_(t: Tensor, other: Any) -> Tensor:
+    """``t /= other`` (true division) in place; ``t`` must be floating point."""
+    operand, other_t, edges = _prepare(t, other, true_div=True)
+    node = None
+    if edges is not None:
+        node = DivBackward0(edges)
+        node.numer = None
+        node.scalar = operand if other_t is None else None
+        node.other = None if other_t is None else save(other_t)
+        node.self_ = save(_old_value(t)) if other_t is not None and edges[1] is not None else None
+    t.device.xp.divide(t.data, operand, out=t.data)
+    return commit_inplace(t, node)
+
+
+# ---- zero_ / copy_ ----
+
+class ZeroBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (_dual.zeros_of(grads[0]),)
+
+
+class CopyBackwards(Node):
+    """``t.copy_(src)``: t's old value gets zeros; src the gradient (the engine casts and sums)."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        old = _dual.zeros_of(g) if self.next_edges[0] is not None else None
+        return (old, g)
+
+
+def zero_(t: Tensor) -> Tensor:
+    """Fill ``t`` with zeros in place."""
+    edges = edges_of(t)
+    check_inplace(t, edges)
+    t.data.fill(0)
+    return commit_inplace(t, None if edges is None else ZeroBackward0(edges))
+
+
+def copy_(t: Tensor, src: Tensor) -> Tensor:
+    """Copy ``src`` (broadcast, cast to ``t``'s dtype) into ``t`` in place."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' must be a Tensor, not {type(src).__name__}")
+    if src.device is not t.device:
+        src = src.to(t.device)
+    edges = edges_of(t, src)
+    check_inplace(t, edges)
+    try:
+        shape = numpy.broadcast_shapes(t.shape, src.shape)
+    except ValueError:
+        shape = None
+    if shape != t.shape:
+        raise RuntimeError(
+            f"copy_(): src of shape {list(src.shape)} cannot be broadcast to the tensor's "
+            f"shape {list(t.shape)}"
+        )
+    t.device.xp.copyto(t.data, src.data, casting="unsafe")
+    return commit_inplace(t, None if edges is None else CopyBackwards(edges))
+
+
+# ---- clone ----
+
+class CloneBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (grads[0],)
+
+
+def clone(t: Tensor) -> Tensor:
+    """A C-contiguous copy of ``t`` (not a view) that records the identity gradient."""
+    data = t.data.copy()
+    edges = edges_of(t)
+    if edges is None:
+        return plain(data, t.device)
+    return record(CloneBackward0(edges), data, t.device)
+
+
+# ---- Tensor methods ----
+
+Tensor.add_ = add_
+Tensor.sub_ = sub_
+Tensor.mul_ = mul_
+Tensor.div_ = div_
+Tensor.zero_ = zero_
+Tensor.copy_ = copy_
+Tensor.clone = clone
+Tensor.__iadd__ = add_
+Tensor.__isub__ = sub_
+Tensor.__imul__ = mul_
+Tensor.__itruediv__ = div_

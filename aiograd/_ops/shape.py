@@ -1,1 +1,348 @@
-"""TODO: being written."""
+"""Shape ops: ``reshape view flatten transpose permute T expand squeeze unsqueeze contiguous``.
+
+Results that are NumPy/CuPy views of their input are *views* in PyTorch's
+sense too: see Note [Views share the version counter]. Every backward here
+is a pure re-shaping of the gradient (``expand``'s sums), so it records the
+inverse shape op under ``create_graph``.
+
+Note [Views share the version counter]
+    A view ``v`` of ``t`` writes the same memory, so an in-place change
+    through either is a change of both: ``v._vc is t._vc`` and ``v._base``
+    is the root tensor whose memory they share (never another view). The
+    in-place ops use ``_base`` to refuse in-place writes to views when
+    autograd is involved (see Note [In-place ops] in :mod:`.inplace`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+from .._tensor import Tensor
+from ..engine.validate import sum_to_shape
+from ..graph._node import Node
+from . import _dual
+from ._record import edges_of, plain, record
+from .inplace import clone
+
+__all__ = ["wrap_dim", "as_view", "size_args"]
+
+
+# ---- helpers shared with indexing and joining ----
+
+def wrap_dim(dim: Any, ndim: int) -> int:
+    """``dim`` as an index in ``range(max(ndim, 1))``; negative dims count from the end."""
+    if isinstance(dim, bool):
+        raise TypeError(f"dim must be an int, got {dim!r}")
+    try:
+        d = operator.index(dim)
+    except TypeError:
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}") from None
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})"
+        )
+    return d % n
+
+
+def as_view(out: Tensor, base: Tensor) -> Tensor:
+    """Make ``out`` a view of ``base``. See Note [Views share the version counter]."""
+    out._vc = base._vc
+    out._base = base if base._base is None else base._base
+    return out
+
+
+def size_args(args: Sequence[Any], what: str) -> tuple[int, ...]:
+    """Sizes given as ints or as one tuple/list (``reshape(2, 3)`` or ``reshape((2, 3))``)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    sizes = []
+    for s in args:
+        if isinstance(s, bool):
+            raise TypeError(f"{what}(): sizes must be ints, got {tuple(args)!r}")
+        try:
+            sizes.append(operator.index(s))
+        except TypeError:
+            raise TypeError(f"{what}(): sizes must be ints, got {tuple(args)!r}") from None
+    return tuple(sizes)
+
+
+def _infer_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
+    """``shape`` with a -1 filled in so it holds ``numel`` elements."""
+    unknown = [i for i, s in enumerate(shape) if s == -1]
+    if len(unknown) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s < -1:
+            raise RuntimeError(f"invalid shape dimension {s} in {list(shape)}")
+        if s != -1:
+            known *= s
+    if not unknown:
+        if known != numel:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        return shape
+    if known == 0:
+        raise RuntimeError(
+            f"cannot reshape tensor of 0 elements into shape {list(shape)} because the "
+            "unspecified dimension size -1 can be any value and is ambiguous"
+        )
+    if numel % known:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    i = unknown[0]
+    return shape[:i] + (numel // known,) + shape[i + 1:]
+
+
+# ---- reshape / view / flatten / squeeze / unsqueeze ----
+
+class _ReshapeBackward(Node):
+    """Backward of an op that only changes the shape: reshape the gradient back."""
+
+    __slots__ = ("in_shape",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (_dual.reshape(grads[0], self.in_shape),)
+
+
+class ViewBackward0(_ReshapeBackward):
+    __slots__ = ()
+
+
+class UnsafeViewBackward0(_ReshapeBackward):
+    """A reshape that had to copy (the result is not a view)."""
+
+    __slots__ = ()
+
+
+class SqueezeBackward0(_ReshapeBackward):
+    """``squeeze()``: all size-1 dims."""
+
+    __slots__ = ()
+
+
+class SqueezeBackward1(_ReshapeBackward):
+    """``squeeze(dim)``."""
+
+    __slots__ = ()
+
+
+class SqueezeBackward2(_ReshapeBackward):
+    """``squeeze((d0, d1, ...))``."""
+
+    __slots__ = ()
+
+
+class UnsqueezeBackward0(_ReshapeBackward):
+    __slots__ = ()
+
+
+def _reshaped(t: Tensor, data: Any, node_cls: type[_ReshapeBackward], view: bool) -> Tensor:
+    edges = edges_of(t)
+    if edges is None:
+        out = plain(data, t.device)
+    else:
+        node = node_cls(edges)
+        node.in_shape = t.shape
+        out = record(node, data, t.device)
+    return as_view(out, t) if view else out
+
+
+def _reshape(t: Tensor, shape: tuple[int, ...], view_only: bool) -> Tensor:
+    shape = _infer_shape(shape, t.numel())
+    data = t.data.reshape(shape)
+    # A copy never overlaps its source; a view always does (unless empty).
+    is_view = data.size == 0 or t.device.xp.may_share_memory(data, t.data)
+    if view_only and not is_view:
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
+        )
+    return _reshaped(t, data, ViewBackward0 if is_view else UnsafeViewBackward0, is_view)
+
+
+def reshape(t: Tensor, *shape: Any) -> Tensor:
+    """A tensor with ``t``'s elements in ``shape`` (one size may be -1): a view when possible."""
+    return _reshape(t, size_args(shape, "reshape"), view_only=False)
+
+
+def view(t: Tensor, *shape: Any) -> Tensor:
+    """Like :func:`reshape`, but raises instead of copying."""
+    return _reshape(t, size_args(shape, "view"), view_only=True)
+
+
+def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dims ``start_dim..end_dim`` (inclusive) into one; ``t`` itself if they are one."""
+    if t.ndim == 0:
+        return _reshape(t, (1,), view_only=False)
+    start = wrap_dim(start_dim, t.ndim)
+    end = wrap_dim(end_dim, t.ndim)
+    if start > end:
+        raise RuntimeError(
+            f"flatten() has invalid args: start_dim ({start_dim}) cannot come after "
+            f"end_dim ({end_dim})"
+        )
+    if start == end:
+        return t
+    shape = t.shape
+    return _reshape(t, shape[:start] + (-1,) + shape[end + 1:], view_only=False)
+
+
+def squeeze(t: Tensor, dim: Any = None) -> Tensor:
+    """Remove size-1 dims: all of them, ``dim``, or the dims in a tuple (others are kept)."""
+    if dim is None:
+        axes = tuple(i for i, n in enumerate(t.shape) if n == 1)
+        node_cls: type[_ReshapeBackward] = SqueezeBackward0
+    elif isinstance(dim, (tuple, list)):
+        dims = {wrap_dim(d, t.ndim) for d in dim}
+        axes = tuple(d for d in sorted(dims) if t.ndim and t.shape[d] == 1)
+        node_cls = SqueezeBackward2
+    else:
+        d = wrap_dim(dim, t.ndim)
+        axes = (d,) if t.ndim and t.shape[d] == 1 else ()
+        node_cls = SqueezeBackward1
+    return _reshaped(t, t.device.xp.squeeze(t.data, axis=axes), node_cls, view=True)
+
+
+def unsqueeze(t: Tensor, dim: int) -> Tensor:
+    """Insert a size-1 dim at ``dim`` (in ``[-ndim - 1, ndim]``)."""
+    d = wrap_dim(dim, t.ndim + 1)
+    return _reshaped(t, t.device.xp.expand_dims(t.data, d), UnsqueezeBackward0, view=True)
+
+
+# ---- transpose / permute ----
+
+class TransposeBackward0(Node):
+    __slots__ = ("dim0", "dim1")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (_dual.transpose(grads[0], self.dim0, self.dim1),)
+
+
+class PermuteBackward0(Node):
+    """Invariant: ``inverse[dims[i]] == i`` for the forward's ``dims``."""
+
+    __slots__ = ("inverse",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (_dual.permute(grads[0], self.inverse),)
+
+
+def transpose(t: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Swap dims ``dim0`` and ``dim1`` (a view)."""
+    d0 = wrap_dim(dim0, t.ndim)
+    d1 = wrap_dim(dim1, t.ndim)
+    data = t.data.swapaxes(d0, d1) if t.ndim else t.data[...]
+    edges = edges_of(t)
+    if edges is None:
+        return as_view(plain(data, t.device), t)
+    node = TransposeBackward0(edges)
+    node.dim0, node.dim1 = d0, d1
+    return as_view(record(node, data, t.device), t)
+
+
+def permute(t: Tensor, *dims: Any) -> Tensor:
+    """Reorder the dims: dim ``i`` of the result is dim ``dims[i]`` of ``t`` (a view)."""
+    order = size_args(dims, "permute")
+    if len(order) != t.ndim:
+        raise RuntimeError(
+            "permute(): number of dimensions in the tensor input does not match the length "
+            f"of the desired ordering of dimensions i.e. input.dim() = {t.ndim} is not equal "
+            f"to len(dims) = {len(order)}"
+        )
+    wrapped = tuple(wrap_dim(d, t.ndim) for d in order)
+    if len(set(wrapped)) != len(wrapped):
+        raise RuntimeError(f"permute(): duplicate dims are not allowed, got {list(order)}")
+    data = t.data.transpose(wrapped)
+    edges = edges_of(t)
+    if edges is None:
+        return as_view(plain(data, t.device), t)
+    node = PermuteBackward0(edges)
+    inverse = [0] * len(wrapped)
+    for i, d in enumerate(wrapped):
+        inverse[d] = i
+    node.inverse = tuple(inverse)
+    return as_view(record(node, data, t.device), t)
+
+
+def _T(t: Tensor) -> Tensor:
+    """All dims reversed (PyTorch's ``.T``)."""
+    return permute(t, *range(t.ndim - 1, -1, -1))
+
+
+# ---- expand ----
+
+class ExpandBackward0(Node):
+    """The gradient is summed over the expanded dims (new leading dims and size-1 dims)."""
+
+    __slots__ = ("in_shape",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (sum_to_shape(grads[0], self.in_shape),)
+
+
+def expand(t: Tensor, *sizes: Any) -> Tensor:
+    """``t`` broadcast to ``sizes`` without copying (-1 keeps a dim); a read-only view."""
+    target = size_args(sizes, "expand")
+    lead = len(target) - t.ndim
+    if lead < 0:
+        raise RuntimeError(
+            f"expand(): the number of sizes provided ({len(target)}) must be greater or equal "
+            f"to the number of dimensions in the tensor ({t.ndim})"
+        )
+    shape = []
+    for i, s in enumerate(target):
+        have = t.shape[i - lead] if i >= lead else None
+        if s == -1 and have is not None:
+            s = have
+        if s < 0:
+            if have is None:
+                raise RuntimeError(
+                    f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
+                    f"non-existing dimension {i}"
+                )
+            raise RuntimeError(f"expand(): invalid size {s} at dimension {i}; sizes must be "
+                               "non-negative, or -1 to keep the existing size")
+        if have is not None and s != have and have != 1:
+            raise RuntimeError(
+                f"The expanded size of the tensor ({s}) must match the existing size ({have}) "
+                f"at non-singleton dimension {i}.  Target sizes: {list(target)}.  Tensor "
+                f"sizes: {list(t.shape)}"
+            )
+        shape.append(s)
+    data = t.device.xp.broadcast_to(t.data, tuple(shape))
+    edges = edges_of(t)
+    if edges is None:
+        return as_view(plain(data, t.device), t)
+    node = ExpandBackward0(edges)
+    node.in_shape = t.shape
+    return as_view(record(node, data, t.device), t)
+
+
+def expand_as(t: Tensor, other: Tensor) -> Tensor:
+    return expand(t, *other.shape)
+
+
+# ---- contiguous ----
+
+def contiguous(t: Tensor) -> Tensor:
+    """``t`` itself if its array is C-contiguous, else a C-contiguous copy (CloneBackward0)."""
+    if t.data.flags.c_contiguous:
+        return t
+    return clone(t)
+
+
+# ---- Tensor methods ----
+
+Tensor.reshape = reshape
+Tensor.view = view
+Tensor.flatten = flatten
+Tensor.squeeze = squeeze
+Tensor.unsqueeze = unsqueeze
+Tensor.transpose = transpose
+Tensor.permute = permute
+Tensor.T = property(_T)
+Tensor.expand = expand
+Tensor.expand_as = expand_as
+Tensor.contiguous = contiguous

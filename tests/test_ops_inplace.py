@@ -1,0 +1,352 @@
+"""In-place ops and clone: gradients against PyTorch and gradcheck, versions, the in-place rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aiograd as ag
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def arr(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def away_from_zero(shape, seed=1):
+    a = arr(shape, seed)
+    return np.sign(a) * (0.5 + np.abs(a))
+
+
+def leaf(a):
+    return ag.tensor(np.array(a, dtype=np.float64), requires_grad=True)
+
+
+def _iadd(y, w):
+    y += w
+    return y
+
+
+def _isub(y, w):
+    y -= w
+    return y
+
+
+def _imul(y, w):
+    y *= w
+    return y
+
+
+def _itruediv(y, w):
+    y /= w
+    return y
+
+
+# Each case: (shape of w, fn(y, w)) where y = x * 1 is a non-leaf of shape (2, 3).
+CASES = {
+    "add_": ((2, 3), lambda y, w: y.add_(w)),
+    "add_alpha": ((2, 3), lambda y, w: y.add_(w, alpha=2.5)),
+    "add_number": ((2, 3), lambda y, w: y.add_(3.0) * w),
+    "add_broadcast": ((3,), lambda y, w: y.add_(w)),
+    "sub_": ((2, 3), lambda y, w: y.sub_(w)),
+    "sub_alpha": ((1, 3), lambda y, w: y.sub_(w, alpha=-0.5)),
+    "mul_": ((2, 3), lambda y, w: y.mul_(w)),
+    "mul_number": ((2, 3), lambda y, w: y.mul_(-2.0) * w),
+    "mul_broadcast": ((2, 1), lambda y, w: y.mul_(w)),
+    "div_": ((2, 3), lambda y, w: y.div_(w)),
+    "div_number": ((2, 3), lambda y, w: y.div_(4.0) * w),
+    "div_broadcast": ((3,), lambda y, w: y.div_(w)),
+    "iadd": ((2, 3), _iadd),
+    "isub": ((3,), _isub),
+    "imul": ((2, 3), _imul),
+    "itruediv": ((2, 3), _itruediv),
+    "zero_": ((2, 3), lambda y, w: y.zero_() + w),
+    "copy_": ((2, 3), lambda y, w: y.copy_(w)),
+    "copy_broadcast": ((3,), lambda y, w: y.copy_(w)),
+    "chain": ((2, 3), lambda y, w: y.mul_(w).add_(y * 1).div_(w)),
+}
+
+
+def _run(fn, x, w):
+    y = x * 1
+    out = fn(y, w)
+    return y, out * x  # the gradients then depend on the inputs
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_inplace_op_matches_torch(name):
+    torch = pytest.importorskip("torch")
+    wshape, fn = CASES[name]
+    a, b = arr((2, 3)), away_from_zero(wshape)
+    x, w = leaf(a), leaf(b)
+    t, tw = (torch.tensor(z, requires_grad=True) for z in (a, b))
+    y, out = _run(fn, x, w)
+    ty, t_out = _run(fn, t, tw)
+    np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy(), rtol=1e-12)
+    assert y.grad_fn.name() == type(ty.grad_fn).__name__
+    v = np.random.default_rng(2).standard_normal((2, 3))
+    grads = ag.grad_sync(out, [x, w], ag.tensor(v))
+    t_grads = torch.autograd.grad(t_out, [t, tw], torch.tensor(v))
+    for g, tg in zip(grads, t_grads):
+        np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_inplace_op_gradcheck(name):
+    wshape, fn = CASES[name]
+    inputs = [leaf(arr((2, 3))), leaf(away_from_zero(wshape))]
+    assert ag.gradcheck(lambda x, w: _run(fn, x, w)[1], inputs)
+
+
+@pytest.mark.parametrize("name", ["mul_", "div_broadcast", "copy_", "chain"])
+def test_inplace_op_second_order_matches_torch(name):
+    torch = pytest.importorskip("torch")
+    wshape, fn = CASES[name]
+    rng = np.random.default_rng(3)
+    a, b = arr((2, 3)), away_from_zero(wshape)
+    x, w = leaf(a), leaf(b)
+    t, tw = (torch.tensor(z, requires_grad=True) for z in (a, b))
+    out, t_out = _run(fn, x, w)[1] ** 2, _run(fn, t, tw)[1] ** 2
+    v = rng.standard_normal((2, 3))
+    gx, gw = ag.grad_sync(out, [x, w], ag.tensor(v), create_graph=True)
+    tgx, tgw = torch.autograd.grad(t_out, [t, tw], torch.tensor(v), create_graph=True)
+    seconds = ag.grad_sync((gx * gx).sum() + (gw * gw).sum(), [x, w])
+    t_seconds = torch.autograd.grad((tgx * tgx).sum() + (tgw * tgw).sum(), [t, tw])
+    for g, tg in zip(seconds, t_seconds):
+        np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ---- versions and saved tensors ----
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda y: y.add_(1.0),
+        lambda y: y.sub_(ag.ones(3)),
+        lambda y: y.mul_(2.0),
+        lambda y: y.div_(2.0),
+        lambda y: y.zero_(),
+        lambda y: y.copy_(ag.ones(3)),
+        lambda y: y.__iadd__(1.0),
+    ],
+)
+def test_inplace_op_bumps_the_version_counter(op):
+    y = ag.zeros(3)
+    op(y)
+    assert y._version == 1
+
+
+def test_inplace_op_returns_the_tensor_itself():
+    y = ag.zeros(3)
+    assert y.add_(1.0) is y
+    assert y.mul_(ag.ones(3)) is y
+
+
+def test_writing_data_directly_does_not_bump_the_version():
+    y = ag.zeros(3)
+    y.data = np.ones(3, dtype=np.float32)
+    assert y._version == 0
+
+
+def test_modifying_a_saved_input_makes_backward_raise():
+    a = leaf(np.ones(3))
+    b = a * 2
+    y = a * b  # saves b for a's gradient
+    b.mul_(2)
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation: .* is at version "
+                                           r"1; expected version 0"):
+        ag.grad_sync(y, [a], ag.ones(3, dtype=ag.float64))
+
+
+def test_modifying_a_saved_output_makes_backward_raise():
+    x = leaf(np.ones(3))
+    y = x.exp()  # saves its output
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        ag.grad_sync(y, [x], ag.ones(3, dtype=ag.float64))
+
+
+def test_modifying_a_view_of_a_saved_tensor_makes_backward_raise():
+    a = leaf(np.ones((2, 3)))
+    b = a * 2
+    y = a * b
+    with ag.no_grad():
+        b[0].zero_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        ag.grad_sync(y, [a], ag.ones(2, 3, dtype=ag.float64))
+
+
+def test_mul_with_itself_raises_like_pytorch():
+    x = leaf(np.ones(3))
+    y = x * 1
+    y.mul_(y)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        ag.grad_sync(y, [x], ag.ones(3, dtype=ag.float64))
+
+
+def test_mul_uses_the_old_value_for_the_other_gradient():
+    x = leaf(np.array([1.0, 2.0]))
+    w = leaf(np.array([3.0, 4.0]))
+    y = x * 1
+    y.mul_(w)
+    y.add_(10.0)
+    gx, gw = ag.grad_sync(y, [x, w], ag.ones(2, dtype=ag.float64))
+    np.testing.assert_array_equal(gw.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(gx.numpy(), [3.0, 4.0])
+
+
+# ---- history ----
+
+def test_inplace_op_rebases_history_onto_the_old_node():
+    x = leaf(np.ones(3))
+    y = x * 2
+    old = y.grad_fn
+    y.add_(1.0)
+    assert y.grad_fn.name() == "AddBackward0"
+    assert y.grad_fn.next_functions[0] == (old, 0)
+    assert y.output_nr == 0
+
+
+def test_inplace_with_grad_operand_makes_a_plain_tensor_require_grad():
+    w = leaf(np.ones(3))
+    y = ag.zeros(3, dtype=ag.float64)
+    y.add_(w, alpha=2)
+    assert y.requires_grad and not y.is_leaf
+    (g,) = ag.grad_sync(y, [w], ag.ones(3, dtype=ag.float64))
+    np.testing.assert_array_equal(g.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_inplace_without_grad_mode_records_nothing():
+    x = leaf(np.ones(3))
+    y = x * 2
+    old = y.grad_fn
+    with ag.no_grad():
+        y.mul_(3.0)
+    assert y.grad_fn is old
+    assert y._version == 1
+
+
+def test_retain_grad_follows_the_tensor_through_an_inplace_op():
+    x = leaf(np.ones(2))
+    y = x * 1
+    y.retain_grad()
+    y.mul_(3.0)
+    (y * 2).backward_sync(ag.ones(2, dtype=ag.float64))
+    np.testing.assert_array_equal(y.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 6.0])
+
+
+def test_copy_casts_to_the_destination_dtype_and_back_for_the_gradient():
+    src = ag.tensor(np.array([1.5, 2.5], dtype=np.float64), requires_grad=True)
+    y = ag.zeros(2)  # float32
+    y.copy_(src)
+    assert y.dtype == ag.float32
+    (g,) = ag.grad_sync(y, [src], ag.ones(2))
+    assert g.dtype == ag.float64
+    np.testing.assert_array_equal(g.numpy(), [1.0, 1.0])
+
+
+def test_copy_from_another_device_sends_the_gradient_back(fake_backend):
+    src = ag.tensor(np.array([1.0, 2.0]), device="fake:1", requires_grad=True)
+    y = ag.zeros(2, dtype=ag.float64)
+    y.copy_(src)
+    np.testing.assert_array_equal(y.detach().numpy(), [1.0, 2.0])
+    (g,) = ag.grad_sync(y * 3, [src], ag.ones(2, dtype=ag.float64))
+    assert g.device == ag.device("fake:1")
+    np.testing.assert_array_equal(g.cpu().numpy(), [3.0, 3.0])
+
+
+@pytest.mark.anyio
+async def test_inplace_gradient_through_awaited_backward():
+    x = leaf(np.array([1.0, 2.0]))
+    y = x * x
+    y.sub_(x, alpha=3)
+    await y.backward(ag.ones(2, dtype=ag.float64))
+    np.testing.assert_array_equal(x.grad.numpy(), [-1.0, 1.0])
+
+
+# ---- the rules (errors) ----
+
+def test_inplace_on_a_leaf_requiring_grad_raises():
+    x = leaf(np.ones(3))
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in "
+                                           "an in-place operation."):
+        x.add_(1.0)
+    assert x._version == 0
+
+
+def test_inplace_on_a_leaf_requiring_grad_is_allowed_under_no_grad():
+    x = leaf(np.ones(3))
+    with ag.no_grad():
+        x.sub_(0.5)
+    assert x.is_leaf and x.requires_grad
+    np.testing.assert_array_equal(x.detach().numpy(), [0.5, 0.5, 0.5])
+
+
+def test_inplace_on_a_view_of_a_leaf_requiring_grad_raises():
+    x = leaf(np.ones((2, 3)))
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        x[0].mul_(2.0)
+
+
+def test_inplace_on_a_view_with_grad_raises_a_clear_error():
+    y = leaf(np.ones((2, 3))) * 1
+    with pytest.raises(RuntimeError, match=r"in-place write to a view \(shape \[3, 2\]\) of a "
+                                           r"tensor of shape \[2, 3\]"):
+        y.T.add_(1.0)
+
+
+def test_inplace_on_a_view_with_a_grad_operand_raises():
+    base = ag.zeros(2, 3, dtype=ag.float64)
+    with pytest.raises(RuntimeError, match="in-place write to a view"):
+        base[0].add_(leaf(np.ones(3)))
+
+
+def test_integer_tensor_cannot_take_a_float_result():
+    y = ag.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="result type float64 can't be cast to the desired "
+                                           "output type int64"):
+        y.add_(1.5)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type int64"):
+        y.div_(2)
+
+
+def test_inplace_operand_must_broadcast_to_the_tensor_shape():
+    y = ag.zeros(3)
+    with pytest.raises(RuntimeError, match=r"output with shape \[3\] doesn't match the "
+                                           r"broadcast shape \[2, 3\]"):
+        y.add_(ag.ones(2, 3))
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        y.mul_(ag.ones(2))
+
+
+def test_copy_requires_a_tensor_source():
+    with pytest.raises(TypeError, match="argument 'src' must be a Tensor, not list"):
+        ag.zeros(2).copy_([1.0, 2.0])
+
+
+def test_copy_source_must_broadcast():
+    with pytest.raises(RuntimeError, match=r"src of shape \[2\] cannot be broadcast"):
+        ag.zeros(3).copy_(ag.ones(2))
+
+
+# ---- clone ----
+
+def test_clone_is_a_copy_with_identity_gradient():
+    x = leaf(np.ones((2, 3)))
+    c = x.T.clone()
+    assert c.grad_fn.name() == "CloneBackward0"
+    assert c._base is None and c._vc is not x._vc
+    assert c.data.flags.c_contiguous
+    (g,) = ag.grad_sync(c, [x], ag.tensor(np.arange(6.0).reshape(3, 2)))
+    np.testing.assert_array_equal(g.numpy(), np.arange(6.0).reshape(3, 2).T)
+
+
+def test_clone_can_be_written_in_place_without_touching_the_source():
+    x = leaf(np.ones(3))
+    c = x.clone()
+    c.add_(1.0)
+    np.testing.assert_array_equal(x.detach().numpy(), [1.0, 1.0, 1.0])
+    (g,) = ag.grad_sync(c, [x], ag.ones(3, dtype=ag.float64))
+    np.testing.assert_array_equal(g.numpy(), [1.0, 1.0, 1.0])
