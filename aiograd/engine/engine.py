@@ -902,13 +902,26 @@ def _is_awaitable(value: Any) -> bool:
 
 
 async def _await_in_context(gt: GraphTask, awaitable: Any) -> None:
+    """Await an async final callback in a child task that sees the task's context.
+
+    Its exception is re-raised as is (not wrapped in an exception group).
+    """
+    errors: list[BaseException] = []
+
     async def run() -> None:
         for var, value in gt.context.items():
             var.set(value)
-        await awaitable
+        try:
+            await awaitable
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:  # noqa: BLE001  (re-raised below, unwrapped)
+            errors.append(exc)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
+    if errors:
+        raise errors[0]
 
 
 def _run_coroutine_blocking(engine: Engine, gt: GraphTask, awaitable: Any) -> None:
