@@ -17,6 +17,7 @@ from ._tensor import Tensor
 from .engine import engine as _engine_mod
 from .engine.engine import multithreading_enabled
 from .engine.graph_task import GraphTask, checkpoint_valid, current_graph_task
+from .engine.input_buffer import CURRENT_STREAM, accumulate
 from .engine.validate import validate_outputs
 from .graph._node import GradientEdge, GraphRoot, Node, gradient_edge
 
@@ -192,7 +193,9 @@ def _make_task(
     if len(root_edges) == 1:
         node, input_nr = root_edges[0]  # type: ignore[misc]
         buffer: list[Any] = [None] * len(node.input_metadata)
-        buffer[input_nr] = root.outputs[0]
+        # The root gradient was made on the caller's current stream: See Note
+        # [Streaming backwards].
+        accumulate(buffer, input_nr, root.outputs[0], node, CURRENT_STREAM)
         root_node: Node = node
     else:
         root_node, buffer = root, []

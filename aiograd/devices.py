@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy
 
@@ -27,7 +28,9 @@ __all__ = [
     "CPUBackend",
     "CUDABackend",
     "device",
+    "device_of_array",
     "register_backend",
+    "unregister_backend",
     "get_backend",
     "backends",
 ]
@@ -83,6 +86,15 @@ class DeviceBackend:
     # ---- streams and events (only called when has_streams) ----
 
     def current_stream(self, index: int) -> Any:
+        """The stream current on device ``index`` for the calling thread."""
+        return None
+
+    def default_stream(self, index: int) -> Any:
+        """The default stream of device ``index`` (seed: ``getDefaultStream``).
+
+        Used when a gradient is produced or consumed off its own device; see
+        Note [Streaming backwards] in ``engine/input_buffer.py``.
+        """
         return None
 
     @contextlib.contextmanager
@@ -91,7 +103,11 @@ class DeviceBackend:
         yield
 
     def record_event(self, stream: Any) -> Any:
-        """Record an event on ``stream`` and return it."""
+        """Record an event on ``stream`` and return it.
+
+        Called with the stream's device current (the engine enters
+        :meth:`device_guard` first), as CUDA requires.
+        """
         raise NotImplementedError
 
     def wait_event(self, stream: Any, event: Any) -> None:
@@ -173,8 +189,9 @@ class CUDABackend(DeviceBackend):
         return self.xp.asnumpy(array)
 
     def copy_to(self, array: Any, index: int) -> Any:
+        # ndarray.copy() copies into the *current* device, from any device.
         with self.xp.cuda.Device(index):
-            return self.xp.array(array, copy=True)
+            return array.copy()
 
     @contextlib.contextmanager
     def device_guard(self, index: int) -> Iterator[None]:
@@ -182,15 +199,31 @@ class CUDABackend(DeviceBackend):
             yield
 
     def current_stream(self, index: int) -> Any:
-        with self.xp.cuda.Device(index):
-            return self.xp.cuda.get_current_stream()
+        return self.xp.cuda.get_current_stream(index)
+
+    def default_stream(self, index: int) -> Any:
+        # The legacy default stream; its handle is the same on every device,
+        # so callers always pair it with a Device.
+        return self.xp.cuda.Stream.null
 
     @contextlib.contextmanager
     def stream_guard(self, stream: Any) -> Iterator[None]:
-        with stream:
-            yield
+        # CuPy refuses to make a stream current while another device is
+        # current; the null stream (device_id -1) belongs to the current one.
+        index = getattr(stream, "device_id", -1)
+        if index >= 0:
+            with self.xp.cuda.Device(index), stream:
+                yield
+        else:
+            with stream:
+                yield
 
     def record_event(self, stream: Any) -> Any:
+        # The event is created on the current device and must match the stream's.
+        index = getattr(stream, "device_id", -1)
+        if index >= 0:
+            with self.xp.cuda.Device(index):
+                return stream.record()
         return stream.record()
 
     def wait_event(self, stream: Any, event: Any) -> None:
@@ -239,8 +272,13 @@ class Device:
 
 
 _lock = threading.Lock()
+# Invariant (under _lock for writers): _devices[(t, i)].backend is _backends[t].
 _backends: dict[str, DeviceBackend] = {}
 _devices: dict[tuple[str, int], Device] = {}
+# Devices of unregistered backends, kept by name with their backend, so that
+# registering the same backend object again gives back the same (interned)
+# Device objects, and with them the engine's workers for those devices.
+_retired: dict[str, tuple[DeviceBackend, dict[tuple[str, int], Device]]] = {}
 
 
 def register_backend(backend: DeviceBackend) -> None:
@@ -248,6 +286,9 @@ def register_backend(backend: DeviceBackend) -> None:
 
     Tensors on its devices can then be created with ``device="NAME:i"``; the
     engine starts one worker per device of the backend on first use.
+    Registering again the backend object that :func:`unregister_backend`
+    removed restores its devices as they were (``device("NAME:0")`` is the
+    same object as before); another object under that name starts afresh.
     """
     if not isinstance(backend, DeviceBackend):
         raise TypeError(f"expected a DeviceBackend, got {type(backend).__name__}")
@@ -260,16 +301,26 @@ def register_backend(backend: DeviceBackend) -> None:
         _backends[name] = backend
         for key in [k for k in _devices if k[0] == name]:
             del _devices[key]
+        retired = _retired.pop(name, None)
+        if retired is not None and retired[0] is backend:
+            _devices.update(retired[1])
 
 
 def unregister_backend(name: str) -> None:
-    """Remove a registered backend (for tests). Built-in backends stay."""
+    """Remove a registered backend (for tests). Built-in backends stay.
+
+    Its devices stop resolving (``device("NAME:0")`` raises) until the same
+    backend object is registered again.
+    """
     if name in ("cpu", "cuda"):
         raise ValueError(f"the built-in backend {name!r} cannot be removed")
     with _lock:
-        _backends.pop(name, None)
-        for key in [k for k in _devices if k[0] == name]:
+        backend = _backends.pop(name, None)
+        found = {k: d for k, d in _devices.items() if k[0] == name}
+        for key in found:
             del _devices[key]
+        if backend is not None:
+            _retired[name] = (backend, found)
 
 
 def get_backend(name: str) -> DeviceBackend:
@@ -307,18 +358,19 @@ def device(spec: str | Device | None = None, index: int | None = None) -> Device
             raise ValueError(f"invalid device string {spec!r}: expected 'type:index'") from None
     if index is None:
         index = 0
-    if not isinstance(index, int) or index < 0:
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         raise ValueError(f"device index must be a non-negative int, got {index!r}")
     key = (kind, index)
     found = _devices.get(key)
     if found is not None:
         return found
-    backend = get_backend(kind)
+    get_backend(kind)  # raises the "unknown device type" error
     if kind == "cpu" and index != 0:
         raise ValueError(f"there is one CPU device, cpu:0; got cpu:{index}")
     with _lock:
         found = _devices.get(key)
         if found is None:
+            backend = get_backend(kind)  # again under the lock: see the invariant at _backends
             found = object.__new__(Device)
             found.type = kind
             found.index = index

@@ -2,9 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+# One FakeBackend for the session: registering the same object again restores
+# its devices, so the engine's workers for fake:0..2 are reused across tests.
+_fake_backends: list[Any] = []
+
+
+@pytest.fixture
+def fake_backend() -> Iterator[Any]:
+    """A ``FakeBackend`` (tests/fake_backend.py) registered as ``fake`` with 3 devices.
+
+    Registered for one test through ``aiograd.devices.register_backend`` and
+    unregistered afterwards; its stream log starts empty.
+    """
+    from fake_backend import FakeBackend
+
+    from aiograd import devices
+
+    if not _fake_backends:
+        _fake_backends.append(FakeBackend(count=3, name="fake"))
+    backend = _fake_backends[0]
+    backend.clear_log()
+    devices.register_backend(backend)
+    try:
+        yield backend
+    finally:
+        devices.unregister_backend(backend.name)

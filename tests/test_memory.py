@@ -107,3 +107,15 @@ def test_retain_grad_hook_does_not_keep_tensor_alive(no_cyclic_gc):
     del loss
     assert ref() is None
     assert aiograd_garbage() == []
+
+
+def test_pack_hook_returning_the_output_itself_is_not_a_cycle(no_cyclic_gc):
+    x = ag.tensor([0.5, 1.5], requires_grad=True)
+    with ag.saved_tensors_hooks(lambda t: t, lambda t: t):
+        y = x.exp()  # saves its own output through the pack hook
+    node = weakref.ref(y.grad_fn)
+    ag.backward_sync(y, ag.ones(2), retain_graph=True)
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([0.5, 1.5]), rtol=1e-6)
+    del y
+    assert node() is None
+    assert aiograd_garbage() == []

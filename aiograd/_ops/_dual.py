@@ -93,3 +93,9 @@ def zeros_of(x: Any, shape: Sequence[int] | None = None) -> Any:
 
         return zeros(*(x.shape if shape is None else shape), dtype=x.dtype, device=x.device)
     return xp_of(x).zeros(x.shape if shape is None else tuple(shape), dtype=x.dtype)
+
+
+def exp(x: Any) -> Any:
+    if type(x) is Tensor:
+        return x.exp()
+    return xp_of(x).exp(x)

@@ -1,1 +1,165 @@
-"""TODO: being written."""
+"""Device copies and dtype casts: ``to``, ``cpu``, ``cuda``, ``float``, ``double``...
+
+Arrays move between devices only through their backends: ``copy_to``
+within one backend, ``to_host`` then ``from_host`` between two. The
+backward of a copy (``ToCopyBackward0``) copies the gradient back to the
+source device and casts it back to the source dtype. Its node is recorded
+on the *destination* device, with that device's current stream
+(``record``), so the engine runs it on the destination's worker and stream,
+as PyTorch does (See Note [Streaming backwards]).
+
+A cast to a non-floating dtype records nothing: its result needs no grad.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy
+
+from .. import devices
+from .._tensor import Tensor, _resolve_dtype, bool_, float16, float32, float64, int32, int64
+from ..devices import CPU, Device
+from ..graph._node import Node
+from ._record import edges_of, plain, record
+
+# ---- moving arrays ----
+
+
+def _convert(data: Any, src: Device, dst: Device, dtype: numpy.dtype) -> Any:
+    """``data`` (on ``src``) as an array on ``dst`` with ``dtype``. Copies only if needed."""
+    if src is not dst:
+        if src.backend is dst.backend:
+            data = dst.backend.copy_to(data, dst.index)
+        else:
+            host = src.backend.to_host(data)
+            data = dst.backend.from_host(host, dst.index)
+    if data.dtype != dtype:
+        data = data.astype(dtype)
+    return data
+
+
+def _check_available(dst: Device) -> None:
+    if dst is CPU:
+        return
+    backend = dst.backend
+    count = backend.device_count()
+    if dst.index < count:
+        return
+    _ = backend.xp  # a backend that cannot load at all (no CuPy) says so here
+    raise RuntimeError(
+        f"device {dst} is not available: the {backend.name!r} backend has {count} "
+        f"device(s); use an index below {count}"
+    )
+
+
+# ---- to / ToCopyBackward0 ----
+
+
+class ToCopyBackward0(Node):
+    """``a.to(device, dtype)``: the gradient goes back to ``a``'s device and dtype."""
+
+    __slots__ = ("src_device", "src_dtype")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if type(g) is Tensor:
+            return (g.to(self.src_device, self.src_dtype),)
+        here = self.input_metadata[0].device
+        return (_convert(g, here, self.src_device, self.src_dtype),)
+
+
+def _is_dtype_like(x: Any) -> bool:
+    if isinstance(x, numpy.dtype):
+        return True
+    return isinstance(x, type) and (issubclass(x, numpy.generic) or x in (float, int, bool))
+
+
+def _target(a: Tensor, device: Any, dtype: Any) -> tuple[Device, numpy.dtype]:
+    """Parse ``to``'s arguments: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(t)``."""
+    if isinstance(device, Tensor):
+        if dtype is not None:
+            raise TypeError("to(other, dtype) is not supported: to(other) takes other's dtype")
+        return device.device, device.dtype
+    if _is_dtype_like(device):
+        if dtype is not None:
+            raise TypeError(f"to() got two dtypes: {device!r} and {dtype!r}")
+        device, dtype = None, device
+    if device is None:
+        dst = a.device
+    elif isinstance(device, (str, Device)):
+        dst = devices.device(device)
+    else:
+        raise TypeError(
+            "to() expects a device ('cpu', 'cuda:0', aiograd.device(...)), a dtype "
+            f"(aiograd.float64) or a Tensor, got {type(device).__name__}"
+        )
+    dt = a.dtype if dtype is None else _resolve_dtype(dtype)
+    return dst, dt
+
+
+def to(self: Tensor, device: Any = None, dtype: Any = None, non_blocking: bool = False,
+       copy: bool = False) -> Tensor:
+    """This tensor on ``device`` with ``dtype``; ``self`` when both already match.
+
+    ``to("cuda:0")``, ``to(aiograd.device("fake", 1))``, ``to(aiograd.float64)``,
+    ``to(device, dtype)``, ``to(other_tensor)`` (other's device and dtype).
+    ``copy=True`` always returns a new tensor. ``non_blocking`` is accepted
+    for PyTorch compatibility; copies are ordered on the current streams.
+    """
+    dst, dt = _target(self, device, dtype)
+    if dst is self.device and dt == self.dtype and not copy:
+        return self
+    _check_available(dst)
+    data = _convert(self.data, self.device, dst, dt)
+    if data is self.data:
+        data = data.copy()
+    edges = edges_of(self) if dt.kind == "f" else None
+    if edges is None:
+        return plain(data, dst)
+    node = ToCopyBackward0(edges)
+    node.src_device = self.device
+    node.src_dtype = self.dtype
+    return record(node, data, dst)
+
+
+# ---- shorthands ----
+
+
+def cpu(self: Tensor) -> Tensor:
+    """This tensor in host memory (``self`` if it is there already)."""
+    return to(self, CPU)
+
+
+def cuda(self: Tensor, device: int | str | Device | None = None,
+         non_blocking: bool = False) -> Tensor:
+    """This tensor on a CUDA device: ``cuda()`` is ``cuda:0``, ``cuda(1)`` is ``cuda:1``."""
+    if device is None:
+        dst = devices.device("cuda", 0)
+    elif isinstance(device, int) and not isinstance(device, bool):
+        dst = devices.device("cuda", device)
+    else:
+        dst = devices.device(device)
+        if dst.type != "cuda":
+            raise ValueError(f"cuda() expects a CUDA device, got {dst}; use to({str(dst)!r})")
+    return to(self, dst)
+
+
+def _cast(dtype: numpy.dtype, name: str) -> Any:
+    def cast(self: Tensor) -> Tensor:
+        return to(self, dtype=dtype)
+
+    cast.__name__ = name
+    cast.__doc__ = f"``self.to({dtype.name})``."
+    return cast
+
+
+Tensor.to = to
+Tensor.cpu = cpu
+Tensor.cuda = cuda
+Tensor.half = _cast(float16, "half")
+Tensor.float = _cast(float32, "float")
+Tensor.double = _cast(float64, "double")
+Tensor.int = _cast(int32, "int")
+Tensor.long = _cast(int64, "long")
+Tensor.bool = _cast(bool_, "bool")

@@ -71,7 +71,7 @@ from ..graph._node import AccumulateGrad, Node
 from . import hooks as _hooks
 from ._bridge import loop_waker, running_loop_library
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
-from .input_buffer import accumulate, stash_current_streams, sync_leaf_streams
+from .input_buffer import accumulate, node_stream, stash_current_streams, sync_leaf_streams
 from .ready_queue import SHUTDOWN_KEY, ReadyQueue, _ticket
 from .validate import validate_outputs
 
@@ -419,16 +419,16 @@ class Engine:
                 if inputs is None:  # only captured, not run
                     outputs = None
                 else:
-                    if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks
-                            or (type(node) is AccumulateGrad and node.variable._hooks)):
-                        inputs = _hooks.call_pre_hooks(node, inputs)
                     meta = node.input_metadata
                     if meta and meta[0].stream is not None:
-                        with meta[0].device.backend.stream_guard(meta[0].stream):
-                            outputs = node.apply(inputs, create_graph)
+                        outputs = self._evaluate_on_stream(gt, node, inputs)
                     else:
+                        if (node._tensor_pre_hooks or node._retains_grad_hooks
+                                or node._pre_hooks
+                                or (type(node) is AccumulateGrad and node.variable._hooks)):
+                            inputs = _hooks.call_pre_hooks(node, inputs)
                         outputs = node.apply(inputs, create_graph)
-                    outputs = finish(gt, node, inputs, outputs)
+                        outputs = finish(gt, node, inputs, outputs)
             except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
                 with gt.lock:
                     gt.outstanding -= 1
@@ -443,6 +443,20 @@ class Engine:
                 heap.clear()
                 return True
         return False
+
+    def _evaluate_on_stream(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
+        """Hooks, the function and validation with the node's forward stream current.
+
+        See Note [Streaming backwards]: all of a node's work is queued on the
+        stream its forward used (seed: the stream guard in ``evaluate_function``).
+        """
+        meta = node.input_metadata[0]
+        with meta.device.backend.stream_guard(meta.stream):
+            if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks
+                    or (type(node) is AccumulateGrad and node.variable._hooks)):
+                inputs = _hooks.call_pre_hooks(node, inputs)
+            outputs = node.apply(inputs, gt.create_graph)
+            return self._finish_outputs(gt, node, inputs, outputs)
 
     def _finish_outputs(self, gt: GraphTask, node: Node, inputs: list[Any], outputs: Any) -> Any:
         if not gt.keep_graph:
@@ -504,6 +518,7 @@ class Engine:
             return None
         exec_info = gt.exec_info
         ready = []
+        producer = node_stream(node)  # See Note [Streaming backwards]
         with gt.lock:
             gt.outstanding -= 1
             deps = gt.dependencies
@@ -529,7 +544,7 @@ class Engine:
                     buffer = [None] * len(nxt.input_metadata)
                     if count != 1:
                         not_ready[nxt] = buffer
-                accumulate(buffer, edge[1], outputs[i], nxt)
+                accumulate(buffer, edge[1], outputs[i], nxt, producer)
                 if count == 1:
                     gt.outstanding += 1
                     ready.append((nxt, buffer))
@@ -781,6 +796,8 @@ class Engine:
     def _finalize_sync(self, gt: GraphTask) -> None:
         try:
             self._post_checks(gt)
+            if gt.error is None:
+                sync_leaf_streams(gt)  # before the callbacks: they may read the gradients
             while gt.error is None and gt.final_callbacks:
                 with gt.lock:
                     callback = gt.final_callbacks.pop(0)
@@ -790,8 +807,6 @@ class Engine:
                         _run_coroutine_blocking(self, gt, result)
                 except BaseException as exc:  # noqa: BLE001  (raised below)
                     gt.fail(exc)
-            if gt.error is None:
-                sync_leaf_streams(gt)
         finally:
             self._finish(gt)
         self._raise_or_return(gt)
@@ -799,6 +814,8 @@ class Engine:
     async def _finalize_async(self, gt: GraphTask) -> None:
         try:
             self._post_checks(gt)
+            if gt.error is None:
+                sync_leaf_streams(gt)  # before the callbacks: they may read the gradients
             while gt.error is None and gt.final_callbacks:
                 with gt.lock:
                     callback = gt.final_callbacks.pop(0)
@@ -810,8 +827,6 @@ class Engine:
                     if isinstance(exc, anyio.get_cancelled_exc_class()):
                         raise
                     gt.fail(exc)
-            if gt.error is None:
-                sync_leaf_streams(gt)
         finally:
             self._finish(gt)
         self._raise_or_return(gt)

@@ -114,6 +114,9 @@ class SavedTensor:
             pack, self.unpack_hook = hooks[-1]
             self.data = None
             self.packed = pack(t)
+            if is_output and self.packed is t:
+                # Holding our own output would be a cycle node -> saved -> t -> node.
+                self.packed = t.detach()
             if is_output:
                 self.tensor = None
             elif t.grad_fn is None:

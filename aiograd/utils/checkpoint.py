@@ -20,13 +20,14 @@ Both restore the state of aiograd's random generator before recomputing, so
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any, Callable
 
 from .. import _tensor
 from .._tensor import Tensor
 from ..autograd import backward_sync, is_checkpoint_valid
 from ..function import Function
-from ..grad_mode import enable_grad
+from ..grad_mode import enable_grad, is_grad_enabled
 from ..graph._saved import saved_tensors_hooks
 
 __all__ = ["checkpoint"]
@@ -48,6 +49,10 @@ def checkpoint(fn: Callable[..., Any], *args: Any, use_reentrant: bool = True,
     if use_reentrant:
         if kwargs:
             raise ValueError("keyword arguments are only supported with use_reentrant=False")
+        if is_grad_enabled() and not any(isinstance(a, Tensor) and a.requires_grad
+                                         for a in args):
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
+                          UserWarning, stacklevel=2)
         return _ReentrantCheckpoint.apply(fn, preserve_rng_state, *args)
     return _checkpoint_with_hooks(fn, args, kwargs, preserve_rng_state)
 
@@ -142,12 +147,11 @@ class _Recomputation:
     def _recompute(self) -> list[Tensor]:
         saved: list[Tensor] = []
 
-        def keep(t: Tensor) -> Tensor:
+        def keep(t: Tensor) -> None:
             saved.append(t.detach())
-            return t
 
         def refuse(x: Any) -> Tensor:
-            raise RuntimeError("aiograd.checkpoint: a recomputed tensor was unpacked twice")
+            raise RuntimeError("aiograd.checkpoint: the recomputed graph is never backpropagated")
 
         state = _rng_state(self.rng is not None)
         _restore_rng(self.rng)
