@@ -343,8 +343,9 @@ class Engine:
             if task[3] is None:  # a wake-up
                 continue
             gt = task[2]
-            expired = self.run_slice(queue, gt, [task])
-            del task
+            heap = [task]
+            del task  # the heap owns it now: Note [Stealing gradients]
+            expired = self.run_slice(queue, gt, heap)
             waker = self._claim_finish(gt)
             del gt  # hold nothing of a finished task: its caller may be checking
             if waker is not None:
@@ -413,6 +414,7 @@ class Engine:
                 del task
             else:
                 node, inputs = follow
+                follow = None
             try:
                 if instrumented:
                     inputs = self._instrument(gt, node, inputs)
@@ -435,6 +437,7 @@ class Engine:
                 self._fail(gt, exc, node)
                 return False
             follow = route(gt, node, outputs, queue, heap)
+            outputs = inputs = None  # Note [Stealing gradients]: hold no extra references
             if queue is not None and _perf_counter() > deadline and (heap or follow):
                 if follow is not None:
                     node, inputs = follow

@@ -26,26 +26,29 @@ def _error(fn: Node, msg: str) -> RuntimeError:
 
 
 def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any | None:
-    """Sum ``grad`` down to ``shape``; None if ``shape`` cannot broadcast to grad's."""
+    """Sum ``grad`` down to ``shape``; None if ``shape`` cannot broadcast to grad's.
+
+    Leading dimensions are summed away and broadcast size-1 dimensions summed
+    with keepdim, so the result has ``shape`` without a reshape (a fresh
+    array, not a view: AccumulateGrad can keep it without copying).
+    """
     gshape = grad.shape
     lead = len(gshape) - len(shape)
     if lead < 0:
         return None
-    axes = list(range(lead))
+    inner = []
     for i, n in enumerate(shape):
-        g = gshape[lead + i]
-        if n == g:
-            continue
-        if n != 1:
-            return None
-        axes.append(lead + i)
-    if type(grad) is Tensor:
-        if axes:
-            grad = grad.sum(dim=tuple(axes), keepdim=True)
-        return grad.reshape(*shape) if grad.shape != shape else grad
-    if axes:
-        grad = grad.sum(axis=tuple(axes), keepdims=True)
-    return grad.reshape(shape) if grad.shape != shape else grad
+        if n != gshape[lead + i]:
+            if n != 1:
+                return None
+            inner.append(i)
+    is_tensor = type(grad) is Tensor
+    if lead:
+        grad = grad.sum(dim=tuple(range(lead))) if is_tensor else grad.sum(axis=tuple(range(lead)))
+    if inner:
+        axes = tuple(inner)
+        grad = grad.sum(dim=axes, keepdim=True) if is_tensor else grad.sum(axis=axes, keepdims=True)
+    return grad
 
 
 def validate_outputs(fn: Node, grads: Sequence[Any]) -> list[Any]:

@@ -260,8 +260,8 @@ class AccumulateGrad(Node):
 
     Note [Stealing gradients]
         The first gradient a leaf gets is stored without a copy when nothing
-        else can see it: it owns its memory (``base is None``) and the only
-        references to it are the engine's own. Otherwise, e.g. when AddBackward
+        else can see it: the only references to it (and, for a view, to its
+        base) are the engine's own. Otherwise, e.g. when AddBackward
         passed one array to two leaves, or the caller passed it as
         ``grad_tensors``, it is copied, so ``.grad`` never aliases anything.
         Later gradients are added in place (out of place with create_graph).
@@ -299,7 +299,9 @@ class AccumulateGrad(Node):
                 var._grad = new if old is None else old + new
             elif old is None:
                 # See Note [Stealing gradients].
-                if grad.base is not None or sys.getrefcount(grad) > _OWNED_REFS:
+                base = grad.base
+                if sys.getrefcount(grad) > _OWNED_REFS or (
+                        base is not None and sys.getrefcount(base) > _BASE_REFS):
                     grad = grad.copy()
                 var._grad = Tensor._wrap(grad, var.device)
             elif old.grad_fn is not None:
@@ -320,8 +322,11 @@ class AccumulateGrad(Node):
 
 # References to a gradient that nothing else holds, seen inside
 # AccumulateGrad.apply: the `grads` list slot, the local `grad`, and
-# getrefcount's own argument. Checked by tests/test_accumulate_grad.py.
+# getrefcount's own argument. For a view (e.g. the transposed weight gradient
+# of ``x @ W.T``) its base must be held only by the view (``grad.base``), the
+# local ``base`` and getrefcount's argument. Checked by tests/test_memory.py.
 _OWNED_REFS = 3
+_BASE_REFS = 3
 
 
 class GraphRoot(Node):
