@@ -6,8 +6,14 @@
 
 from __future__ import annotations
 
-from . import _ops  # noqa: F401  (binds the Tensor operators and methods)
-from . import devices, graph, nn, optim
+from . import (
+    _ops,  # noqa: F401  (binds the Tensor operators and methods)
+    devices,
+    graph,
+    nn,
+    optim,
+)
+from ._ops.joining import cat, stack
 from ._tensor import (
     Tensor,
     arange,
@@ -32,7 +38,6 @@ from ._tensor import (
     zeros,
     zeros_like,
 )
-from ._ops.joining import cat, stack
 from .autograd import (
     backward,
     backward_sync,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numbers
 import weakref
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy
 
@@ -186,7 +187,9 @@ class Tensor:
     def grad(self, value: Tensor | None) -> None:
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad must be a Tensor or None, got {type(value).__name__}")
+                raise TypeError(
+                    f"assigned grad must be a Tensor or None, got {type(value).__name__}"
+                )
             if value.shape != self.shape:
                 raise RuntimeError(
                     f"assigned grad has data of a different size: {tuple(value.shape)} vs "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import numbers
 import warnings
-from typing import Any, Sequence
+from typing import Any
 
 from ._tensor import Tensor
 from .engine import engine as _engine_mod

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy
 
@@ -210,7 +211,7 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
         from ._ops._record import _metadata
         from .grad_mode import _anomaly
 
-        for i, out in enumerate(outs):
+        for out in outs:
             if not isinstance(out, Tensor):
                 results.append(out)
                 continue

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextvars
 import functools
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 __all__ = [
     "no_grad",

@@ -91,12 +91,12 @@ async def test_cancelled_graph_task_is_released():
     x, loss = gate.graph()
     scope = anyio.CancelScope()
 
-    async def run() -> None:
+    async def run(root: ag.Tensor) -> None:
         with scope:
-            await ag.backward(loss, ag.ones(2))
+            await ag.backward(root, ag.ones(2))
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
+        tg.start_soon(run, loss)
         await wait_started(gate)
         scope.cancel()
         gate.release.set()

@@ -1,11 +1,10 @@
-"""Reentrant backward: nested backward passes inside backward functions (Note [Reentrant backward])."""
+"""Reentrant backward: nested backward inside backward functions (Note [Reentrant backward])."""
 
 from __future__ import annotations
 
 import threading
 
 import anyio
-import numpy as np
 import pytest
 
 import aiograd as ag

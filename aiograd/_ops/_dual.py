@@ -6,7 +6,8 @@ CuPy) or a Tensor and returns the same kind.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .._tensor import Tensor
 from ..devices import device_of_array

@@ -14,7 +14,6 @@ from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor
 
-
 # ---- add / sub ----
 
 class AddBackward0(Node):

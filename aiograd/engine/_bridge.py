@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 
 def loop_waker(callback: Callable[[], None]) -> Callable[[], None]:

@@ -59,12 +59,12 @@ import time
 import warnings
 import weakref
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import numpy
 
-from .._tensor import Tensor
 from ..devices import CPU, Device
 from ..grad_mode import _anomaly, _grad_enabled
 from ..graph._node import AccumulateGrad, Node

@@ -28,7 +28,8 @@ from __future__ import annotations
 import contextvars
 import itertools
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..graph._node import Node
 from .ready_queue import task_key

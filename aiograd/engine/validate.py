@@ -10,7 +10,8 @@ moved). Errors name the function and the index:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy
 

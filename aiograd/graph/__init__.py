@@ -1,4 +1,4 @@
-"""The autograd graph: nodes, edges, hooks and saved tensors (PyTorch's ``torch.autograd.graph``)."""
+"""The autograd graph: nodes, edges, hooks, saved tensors (PyTorch's ``torch.autograd.graph``)."""
 
 from __future__ import annotations
 

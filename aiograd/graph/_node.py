@@ -34,7 +34,8 @@ import sys
 import threading
 import traceback
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .._tensor import Tensor
@@ -198,7 +199,9 @@ class Node:
 
     # ---- hooks ----
 
-    def register_hook(self, fn: Callable[[tuple[Any, ...], tuple[Any, ...]], Any]) -> RemovableHandle:
+    def register_hook(
+        self, fn: Callable[[tuple[Any, ...], tuple[Any, ...]], Any]
+    ) -> RemovableHandle:
         """``fn(grad_inputs, grad_outputs) -> new grad_inputs or None``, after the node runs.
 
         In PyTorch's naming ``grad_inputs`` are the gradients this node
@@ -220,7 +223,9 @@ class Node:
         self._pre_hooks.append(fn)
         return RemovableHandle(self._pre_hooks, fn)
 
-    def _register_tensor_pre_hook(self, output_nr: int, fn: Callable[[Any], Any]) -> RemovableHandle:
+    def _register_tensor_pre_hook(
+        self, output_nr: int, fn: Callable[[Any], Any]
+    ) -> RemovableHandle:
         if self._tensor_pre_hooks is None:
             self._tensor_pre_hooks = {}
         hooks = self._tensor_pre_hooks.setdefault(output_nr, [])

@@ -19,7 +19,8 @@ or on the loop), once per use. Neither may modify the tensor it is given.
 from __future__ import annotations
 
 import contextvars
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .._tensor import Tensor
@@ -172,7 +173,10 @@ class SavedTensor:
     def _raise_modified(self, owner: Node) -> None:
         data = self.data
         desc = "" if data is None else f"[{data.dtype} {list(data.shape)}]"
-        producer = owner if self.is_output else (self.grad_fn or getattr(self.tensor, "grad_fn", None))
+        if self.is_output:
+            producer = owner
+        else:
+            producer = self.grad_fn or getattr(self.tensor, "grad_fn", None)
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by "
             f"an inplace operation: {desc}, which is output {self.output_nr} of "

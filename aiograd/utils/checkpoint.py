@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import _tensor
 from .._tensor import Tensor
