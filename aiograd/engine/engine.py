@@ -53,13 +53,14 @@ import atexit
 import contextvars
 import functools
 import heapq
+import inspect
 import os
 import threading
 import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -792,23 +793,31 @@ class Engine:
 
     # ---- after the nodes: callbacks, streams, result (seed exec_post_processing) ----
 
-    def _post_checks(self, gt: GraphTask) -> None:
+    def _post_processing(self, gt: GraphTask) -> Iterator[Any]:
+        """After the nodes (seed ``exec_post_processing``): checks, leaf streams, then the
+        final callbacks in order (they may queue more). Yields each awaitable a callback
+        returns, for the driver to wait on; stops at the first error (kept on ``gt``)."""
         if gt.error is None and not gt.cancelled and gt.not_ready:
             gt.fail(RuntimeError("could not compute gradients for some functions"))
+        if gt.error is None:
+            sync_leaf_streams(gt)  # before the callbacks: they may read the gradients
+        while gt.error is None and gt.final_callbacks:
+            with gt.lock:
+                callback = gt.final_callbacks.pop(0)
+            try:
+                result = gt.context.copy().run(callback)
+            except BaseException as exc:  # noqa: BLE001  (raised by _raise_or_return)
+                gt.fail(exc)
+                return
+            if inspect.isawaitable(result):
+                yield result
 
     def _finalize_sync(self, gt: GraphTask) -> None:
         try:
-            self._post_checks(gt)
-            if gt.error is None:
-                sync_leaf_streams(gt)  # before the callbacks: they may read the gradients
-            while gt.error is None and gt.final_callbacks:
-                with gt.lock:
-                    callback = gt.final_callbacks.pop(0)
+            for awaitable in self._post_processing(gt):
                 try:
-                    result = gt.context.copy().run(callback)
-                    if _is_awaitable(result):
-                        _run_coroutine_blocking(self, gt, result)
-                except BaseException as exc:  # noqa: BLE001  (raised below)
+                    _run_coroutine_blocking(self, gt, awaitable)
+                except BaseException as exc:  # noqa: BLE001  (raised by _raise_or_return)
                     gt.fail(exc)
         finally:
             self._finish(gt)
@@ -816,19 +825,12 @@ class Engine:
 
     async def _finalize_async(self, gt: GraphTask) -> None:
         try:
-            self._post_checks(gt)
-            if gt.error is None:
-                sync_leaf_streams(gt)  # before the callbacks: they may read the gradients
-            while gt.error is None and gt.final_callbacks:
-                with gt.lock:
-                    callback = gt.final_callbacks.pop(0)
+            for awaitable in self._post_processing(gt):
                 try:
-                    result = gt.context.copy().run(callback)
-                    if _is_awaitable(result):
-                        await _await_in_context(gt, result)
-                except BaseException as exc:
-                    if isinstance(exc, anyio.get_cancelled_exc_class()):
-                        raise
+                    await _await_in_context(gt, awaitable)
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except BaseException as exc:  # noqa: BLE001  (raised by _raise_or_return)
                     gt.fail(exc)
         finally:
             self._finish(gt)
@@ -911,12 +913,6 @@ def _enter_task_context(gt: GraphTask) -> None:
     current_graph_task.set(gt)
     _grad_enabled.set(gt.create_graph)
     checkpoint_valid.set(parent_valid and gt.outputs is None)
-
-
-def _is_awaitable(value: Any) -> bool:
-    import inspect
-
-    return inspect.isawaitable(value)
 
 
 async def _await_in_context(gt: GraphTask, awaitable: Any) -> None:
