@@ -152,7 +152,7 @@ def _input_edges(inputs: Any, *, for_backward: bool) -> list[_Edge | None]:
                 t.retain_grad()
             edges.append((t.grad_fn, t.output_nr))
         else:
-            acc = t._accumulator() if t._accumulator is not None else None
+            acc = t._accumulator  # None: the leaf was never used in a graph
             edges.append(None if acc is None else (acc, 0))
     return edges
 

@@ -10,7 +10,7 @@ import numpy
 from .._tensor import Tensor
 from ..devices import CPU, Device
 from ..grad_mode import _anomaly, _grad_enabled
-from ..graph._node import InputMetadata, Node, gradient_edge
+from ..graph._node import InputMetadata, Node, grad_accumulator
 from ..graph._saved import SavedTensor
 
 __all__ = ["edges_of", "record", "record_many", "save", "scalar_or_tensor", "check_same_device",
@@ -25,14 +25,19 @@ def edges_of(*tensors: Tensor | None) -> tuple[tuple[Node, int] | None, ...] | N
     """
     if not _grad_enabled.get():
         return None
+    edges = []
     found = False
     for t in tensors:
-        if t is not None and t._rg:
-            found = True
-            break
-    if not found:
-        return None
-    return tuple(None if t is None or not t._rg else gradient_edge(t) for t in tensors)
+        if t is None or not t._rg:
+            edges.append(None)
+            continue
+        found = True
+        fn = t.grad_fn
+        if fn is not None:
+            edges.append((fn, t.output_nr))
+        else:
+            edges.append((t._accumulator or grad_accumulator(t), 0))
+    return tuple(edges) if found else None
 
 
 def _metadata(data: Any, device: Device) -> InputMetadata:
@@ -90,7 +95,8 @@ def scalar_or_tensor(x: Any, like: Tensor) -> Tensor | int | float | bool:
     Python numbers are *weak* in NumPy's promotion (NEP 50), like PyTorch's
     wrapped numbers: ``float32_tensor * 2.0`` stays float32.
     """
-    if type(x) is Tensor:
+    kind = type(x)
+    if kind is Tensor or kind is float or kind is int:
         return x
     if isinstance(x, (bool, numbers.Number)) and not isinstance(x, numpy.ndarray):
         if isinstance(x, numpy.generic):

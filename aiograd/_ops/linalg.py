@@ -59,9 +59,16 @@ class MvBackward0(_MatmulNode):
 
 
 class MmBackward0(_MatmulNode):
-    """``(n, k) @ (k, m)``: d a = g b^T, d b = a^T g."""
+    """``(n, k) @ (k, m)``: d a = g b^T, d b = a^T g.
 
-    __slots__ = ()
+    d b is produced in b's memory layout, as PyTorch does: when b is a
+    transposed (column-major) view such as ``W.T``, d b = (g^T a)^T, so the
+    gradient reaching ``W`` is row-major like ``W`` (its optimizer step then
+    runs on contiguous memory) and can be kept without a copy.
+    """
+
+    # Invariant: b_transposed == b was column-major but not row-major in the forward.
+    __slots__ = ("b_transposed",)
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
@@ -70,7 +77,11 @@ class MmBackward0(_MatmulNode):
         if edges[0] is not None:
             ga = g @ _dual.swap_last(self.other.unpack(self, create_graph))
         if edges[1] is not None:
-            gb = _dual.swap_last(self.self_.unpack(self, create_graph)) @ g
+            a = self.self_.unpack(self, create_graph)
+            if self.b_transposed:
+                gb = _dual.swap_last(_dual.swap_last(g) @ a)
+            else:
+                gb = _dual.swap_last(a) @ g
         return (ga, gb)
 
 
@@ -162,7 +173,10 @@ def matmul(a: Tensor, b: Any) -> Tensor:
     node = node_cls(edges)
     node.self_ = save(a) if edges[1] is not None else None
     node.other = save(other) if edges[0] is not None else None
-    if node_cls is UnsafeViewBackward0 or node_cls is SqueezeBackward4:
+    if node_cls is MmBackward0:
+        flags = bd.flags
+        node.b_transposed = flags.f_contiguous and not flags.c_contiguous
+    elif node_cls is UnsafeViewBackward0 or node_cls is SqueezeBackward4:
         node.a_vec = ad.ndim == 1
         node.b_vec = bd.ndim == 1
         node.fold = ad.ndim > 2 and bd.ndim <= 2

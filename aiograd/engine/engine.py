@@ -428,7 +428,7 @@ class Engine:
                     else:
                         if (node._tensor_pre_hooks or node._retains_grad_hooks
                                 or node._pre_hooks
-                                or (type(node) is AccumulateGrad and node.variable._hooks)):
+                                or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
                             inputs = _hooks.call_pre_hooks(node, inputs)
                         outputs = node.apply(inputs, create_graph)
                         outputs = finish(gt, node, inputs, outputs)
@@ -457,7 +457,7 @@ class Engine:
         meta = node.input_metadata[0]
         with meta.device.backend.stream_guard(meta.stream):
             if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks
-                    or (type(node) is AccumulateGrad and node.variable._hooks)):
+                    or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
                 inputs = _hooks.call_pre_hooks(node, inputs)
             outputs = node.apply(inputs, gt.create_graph)
             return self._finish_outputs(gt, node, inputs, outputs)

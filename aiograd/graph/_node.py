@@ -15,7 +15,7 @@ Note [No reference cycles]
     Tensors own their ``grad_fn``; nodes own the nodes they send gradients
     to and the inputs they saved. Nothing points back: a node that saves its
     own output keeps only the output's array (the tensor is rebuilt on
-    unpack), a leaf refers to its AccumulateGrad weakly, and a retains-grad
+    unpack), an AccumulateGrad refers to its leaf weakly, and a retains-grad
     hook refers to its tensor weakly. So the last reference to a loss frees
     the whole graph at once and the cyclic collector has nothing to walk.
 
@@ -259,20 +259,23 @@ class Node:
 class AccumulateGrad(Node):
     """Writes gradients into a leaf's ``.grad``: the only writer of ``.grad``.
 
-    Accumulation into one leaf is serialised by ``lock``, so two workers (or
-    two threads running backward passes) adding into the same leaf never lose
-    an update. See Note [Stealing gradients].
+    A leaf owns its AccumulateGrad (``leaf._accumulator``) and the node refers
+    back to the leaf weakly (See Note [No reference cycles]); so every graph
+    built on the leaf shares one node, and accumulation into the leaf is
+    serialised by its ``lock``: two workers (or two threads running backward
+    passes) adding into the same leaf never lose an update. If the leaf is
+    gone when its gradient arrives, there is nobody to give it to.
 
     Note [Stealing gradients]
         The first gradient a leaf gets is stored without a copy when nothing
         else can see it: the only references to it (and, for a view, to its
-        base) are the engine's own. Otherwise, e.g. when AddBackward
-        passed one array to two leaves, or the caller passed it as
-        ``grad_tensors``, it is copied, so ``.grad`` never aliases anything.
-        Later gradients are added in place (out of place with create_graph).
+        base) are the engine's own. Otherwise, e.g. when AddBackward passed
+        one array to two leaves, or the caller passed it as ``grad_tensors``,
+        it is copied, so ``.grad`` never aliases anything. Later gradients
+        are added in place (out of place with create_graph).
     """
 
-    __slots__ = ("variable", "lock")
+    __slots__ = ("_variable", "lock")
 
     def __init__(self, variable: Tensor) -> None:
         from ..devices import CPU
@@ -283,20 +286,30 @@ class AccumulateGrad(Node):
             stream = dev.backend.current_stream(dev.index)
         super().__init__((), (InputMetadata(variable.shape, variable.data.dtype, dev, stream),))
         self.sequence_nr = ACCUMULATE_GRAD_NR
-        self.variable = variable
+        self._variable = weakref.ref(variable)
         self.lock = threading.Lock()
 
+    @property
+    def variable(self) -> Tensor | None:
+        """The leaf (None if it no longer exists)."""
+        return self._variable()
+
+    def has_tensor_hooks(self) -> bool:
+        var = self._variable()
+        return var is not None and bool(var._hooks)
+
     def tensor_pre_hooks(self) -> dict[int, list[Callable[[Any], Any]]] | None:
-        hooks = self.variable._hooks
+        var = self._variable()
+        hooks = None if var is None else var._hooks
         return {0: hooks} if hooks else None
 
     def apply(self, grads: list[Any], create_graph: bool) -> Sequence[Any]:
         from .._tensor import Tensor
 
         grad = grads[0]
-        if grad is None:
+        var = self._variable()
+        if grad is None or var is None:
             return ()
-        var = self.variable
         with self.lock:
             old = var._grad
             if create_graph:
@@ -377,22 +390,13 @@ _accumulator_lock = threading.Lock()
 
 
 def grad_accumulator(leaf: Tensor) -> AccumulateGrad:
-    """The AccumulateGrad of a leaf, created on first use and cached weakly.
-
-    While any graph refers to it, every caller gets the same node, so all
-    accumulation into the leaf goes through one lock.
-    """
-    ref = leaf._accumulator
-    if ref is not None:
-        acc = ref()
-        if acc is not None:
-            return acc
-    with _accumulator_lock:
-        ref = leaf._accumulator
-        acc = ref() if ref is not None else None
-        if acc is None:
-            acc = AccumulateGrad(leaf)
-            leaf._accumulator = weakref.ref(acc)
+    """The AccumulateGrad of a leaf, created on first use and owned by the leaf."""
+    acc = leaf._accumulator
+    if acc is None:
+        with _accumulator_lock:
+            acc = leaf._accumulator
+            if acc is None:
+                acc = leaf._accumulator = AccumulateGrad(leaf)
     return acc
 
 
