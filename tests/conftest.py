@@ -38,3 +38,16 @@ def fake_backend() -> Iterator[Any]:
         yield backend
     finally:
         devices.unregister_backend(backend.name)
+
+
+@pytest.fixture
+def workers_only():
+    """Send every ``await backward()`` to the device workers, small graphs too
+    (for tests about the workers themselves; see Note [Inline small graphs])."""
+    import aiograd.engine
+
+    aiograd.engine.set_inline_limits(max_nodes=0)
+    try:
+        yield
+    finally:
+        aiograd.engine.set_inline_limits()

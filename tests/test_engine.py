@@ -717,3 +717,54 @@ def test_second_order_gradients_match_pytorch():
     (tgg,) = torch.autograd.grad(tg, tx, torch.ones(3, dtype=torch.float64))
     np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=1e-10)
     np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-10)
+
+
+# ---- Note [Inline small graphs] ----
+
+
+@pytest.mark.anyio
+async def test_small_builtin_graph_runs_inline_without_a_thread_handoff():
+    wakes = []
+    original = engine_mod.AsyncDriver._on_wake
+    engine_mod.AsyncDriver._on_wake = lambda self: (wakes.append(1), original(self))
+    try:
+        x = leaf([1.0, 2.0])
+        await ag.backward((x * x).sum())
+    finally:
+        engine_mod.AsyncDriver._on_wake = original
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+    assert wakes == []
+
+
+@pytest.mark.anyio
+async def test_graph_with_user_code_never_runs_on_the_loop():
+    seen = []
+
+    class Probe(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(threading.current_thread().name)
+            return g
+
+    await ag.backward(Probe.apply(leaf([1.0])))
+    assert seen == ["aiograd-worker-cpu"]
+
+
+@pytest.mark.anyio
+async def test_inline_limits_can_send_every_graph_to_the_workers(workers_only):
+    wakes = []
+    original = engine_mod.AsyncDriver._on_wake
+    engine_mod.AsyncDriver._on_wake = lambda self: (wakes.append(1), original(self))
+    try:
+        x = leaf([1.0, 2.0])
+        await ag.backward((x * x).sum())
+    finally:
+        engine_mod.AsyncDriver._on_wake = original
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+    assert wakes == [1]
+    with pytest.raises(ValueError, match="max_nodes must be a non-negative int"):
+        ag.engine.set_inline_limits(max_nodes=-1)

@@ -12,6 +12,7 @@ from ..devices import CPU, Device
 from ..grad_mode import _anomaly, _grad_enabled
 from ..graph._node import InputMetadata, Node, grad_accumulator
 from ..graph._saved import SavedTensor
+from ..graph._saved import _hooks as _saved_hooks
 
 __all__ = ["edges_of", "record", "record_many", "save", "scalar_or_tensor", "check_same_device",
            "plain", "needs"]
@@ -47,11 +48,17 @@ def _metadata(data: Any, device: Device) -> InputMetadata:
     return InputMetadata(data.shape, data.dtype, device, stream)
 
 
+def _mark(node: Node) -> None:
+    if _anomaly.get()[0]:
+        node._capture_anomaly_trace()
+    if _saved_hooks.get():  # its saves ran user hooks: the engine must not inline it
+        node.metadata["saved_tensors_hooks"] = True
+
+
 def record(node: Node, data: Any, device: Device) -> Tensor:
     """Make ``node`` the grad_fn of a new tensor holding ``data``; return it."""
     node.input_metadata = (_metadata(data, device),)
-    if _anomaly.get()[0]:
-        node._capture_anomaly_trace()
+    _mark(node)
     out = Tensor._wrap(data, device)
     out.grad_fn = node
     out._rg = True
@@ -62,8 +69,7 @@ def record_many(node: Node, datas: list[Any], device: Device,
                 differentiable: list[bool] | None = None) -> list[Tensor]:
     """Like :func:`record` for a node with several outputs."""
     node.input_metadata = tuple(_metadata(d, device) for d in datas)
-    if _anomaly.get()[0]:
-        node._capture_anomaly_trace()
+    _mark(node)
     outs = []
     for i, d in enumerate(datas):
         out = Tensor._wrap(d, device)

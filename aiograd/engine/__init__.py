@@ -9,6 +9,7 @@ __all__ = [
     "MAX_DEPTH",
     "get_max_depth",
     "reentrant_depth",
+    "set_inline_limits",
     "set_max_depth",
     "shutdown",
     "stats",
@@ -30,9 +31,24 @@ def shutdown(timeout: float | None = None) -> bool:
     Returns True if every thread stopped in time."""
     old = _engine.get_engine()
     stopped = old.shutdown(timeout)
-    _engine._engine = _engine.Engine()
-    _engine._engine.max_depth = old.max_depth
+    new = _engine._engine = _engine.Engine()
+    new.max_depth = old.max_depth
+    new.inline_max_nodes = old.inline_max_nodes
+    new.inline_max_elements = old.inline_max_elements
     return stopped
+
+
+def set_inline_limits(max_nodes: int = _engine.INLINE_MAX_NODES,
+                      max_elements: int = _engine.INLINE_MAX_ELEMENTS) -> None:
+    """Which ``await backward()`` graphs run on the loop thread (Note [Inline small
+    graphs] in ``aiograd.engine.engine``). ``max_nodes=0`` sends every graph to the
+    workers; the defaults restore the built-in limits."""
+    for name, value in (("max_nodes", max_nodes), ("max_elements", max_elements)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    engine = _engine.get_engine()
+    engine.inline_max_nodes = max_nodes
+    engine.inline_max_elements = max_elements
 
 
 def set_max_depth(depth: int) -> None:

@@ -8,7 +8,18 @@ Executors are threads that pop node tasks from their own ReadyQueue:
   GraphTask itself (seed: the caller's ``local_ready_queue``), and, if it is a
   worker, any other task of its queue while it waits;
 - a thread of the reentrant pool, for sync reentrant backward past
-  ``max_depth`` (See Note [Reentrant backward]).
+  ``max_depth`` (See Note [Inline small graphs]
+    Handing a GraphTask to a worker costs two thread wake-ups (worker, then
+    loop): on a loaded machine more than the whole backward of a small
+    graph. So an ``await backward()`` of a small graph runs on the loop thread
+    in one short slice, like any other bit of CPU work a coroutine does:
+    at most ``INLINE_MAX_NODES`` nodes, all on the CPU, with gradients of at
+    most ``INLINE_MAX_ELEMENTS`` elements in all, and only aiograd's own
+    backward formulas: no custom Function, no hook, no saved-tensor hooks,
+    nothing that could block or take long. Everything else goes to the
+    workers.
+
+Note [Reentrant backward]).
 
 An ``await backward()`` never runs nodes on the event-loop thread: its CPU
 nodes go to the CPU worker. The awaiting coroutine (the *driver*) sleeps
@@ -35,6 +46,17 @@ Note [Time slices]
     work takes no queue lock and no loop round-trip, and the loop still gets
     the GIL at least every slice.
 
+Note [Inline small graphs]
+    Handing a GraphTask to a worker costs two thread wake-ups (worker, then
+    loop): on a loaded machine more than the whole backward of a small
+    graph. So an ``await backward()`` of a small graph runs on the loop thread
+    in one short slice, like any other bit of CPU work a coroutine does:
+    at most ``INLINE_MAX_NODES`` nodes, all on the CPU, with gradients of at
+    most ``INLINE_MAX_ELEMENTS`` elements in all, and only aiograd's own
+    backward formulas: no custom Function, no hook, no saved-tensor hooks,
+    nothing that could block or take long. Everything else goes to the
+    workers.
+
 Note [Reentrant backward]
     A backward function that calls ``backward_sync``/``grad_sync`` on an
     executor thread drives the nested GraphTask on that same thread: its CPU
@@ -54,6 +76,7 @@ import contextvars
 import functools
 import heapq
 import inspect
+import math
 import os
 import threading
 import time
@@ -68,7 +91,7 @@ import numpy
 
 from ..devices import CPU, Device
 from ..grad_mode import _anomaly, _grad_enabled
-from ..graph._node import AccumulateGrad, Node
+from ..graph._node import AccumulateGrad, GraphRoot, Node
 from . import hooks as _hooks
 from ._bridge import loop_waker, running_loop_library
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
@@ -78,6 +101,8 @@ from .validate import validate_outputs
 
 MAX_DEPTH = 60
 SLICE_SECONDS = 0.002
+INLINE_MAX_NODES = 64
+INLINE_MAX_ELEMENTS = 1 << 15
 
 multithreading_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "aiograd_multithreading_enabled", default=True
@@ -286,6 +311,8 @@ class Engine:
         self._live: weakref.WeakSet[GraphTask] = weakref.WeakSet()
         self.completed = 0
         self.max_depth = MAX_DEPTH
+        self.inline_max_nodes = INLINE_MAX_NODES
+        self.inline_max_elements = INLINE_MAX_ELEMENTS
         self._stopping = False
 
     # ---- executors ----
@@ -693,7 +720,8 @@ class Engine:
 
     async def run_async(self, gt: GraphTask, context: contextvars.Context) -> None:
         """Drive ``gt`` from a coroutine; returns when all nodes ran or raises."""
-        if not context.run(multithreading_enabled.get):
+        if not context.run(multithreading_enabled.get) or _fits_inline(
+                gt.root_node, self.inline_max_nodes, self.inline_max_elements):
             await self._run_inline(gt, context)
             return
         driver = AsyncDriver()
@@ -743,7 +771,18 @@ class Engine:
         await self._finalize_async(gt)
 
     def run_sync(self, gt: GraphTask, context: contextvars.Context) -> None:
-        """Drive ``gt`` from a blocking call (see Note [Reentrant backward])."""
+        """Drive ``gt`` from a blocking call (see Note [Inline small graphs]
+    Handing a GraphTask to a worker costs two thread wake-ups (worker, then
+    loop): on a loaded machine more than the whole backward of a small
+    graph. So an ``await backward()`` of a small graph runs on the loop thread
+    in one short slice, like any other bit of CPU work a coroutine does:
+    at most ``INLINE_MAX_NODES`` nodes, all on the CPU, with gradients of at
+    most ``INLINE_MAX_ELEMENTS`` elements in all, and only aiograd's own
+    backward formulas: no custom Function, no hook, no saved-tensor hooks,
+    nothing that could block or take long. Everything else goes to the
+    workers.
+
+Note [Reentrant backward])."""
         if running_loop_library() is not None and not _tls.engine_thread:
             raise RuntimeError(
                 "backward_sync()/grad_sync() would block the running event loop; "
@@ -905,6 +944,46 @@ class _LazyBackgroundPort:
 
 def _no_wake() -> None:
     pass
+
+
+def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:
+    """True if the graph below ``root`` may run on the loop (Note [Inline small graphs])."""
+    if max_nodes <= 0:
+        return False
+    seen = {root}
+    stack = [root]
+    elements = 0
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        safe = _INLINE_SAFE_TYPES.get(kind)
+        if safe is None:
+            safe = _INLINE_SAFE_TYPES[kind] = (
+                kind.__module__.startswith("aiograd._ops.") or kind in (AccumulateGrad, GraphRoot)
+            )
+        if not safe or node._pre_hooks or node._post_hooks or node._tensor_pre_hooks \
+                or node._retains_grad_hooks or node._metadata:
+            return False
+        if kind is AccumulateGrad:
+            var = node.variable
+            if var is None or var._hooks or var._post_acc_hooks:
+                return False
+        for meta in node.input_metadata:
+            if meta.device is not CPU:
+                return False
+            elements += math.prod(meta.shape)
+        if elements > max_elements:
+            return False
+        for edge in node.next_edges:
+            if edge is not None and edge[0] not in seen:
+                if len(seen) >= max_nodes:
+                    return False
+                seen.add(edge[0])
+                stack.append(edge[0])
+    return True
+
+
+_INLINE_SAFE_TYPES: dict[type, bool] = {}
 
 
 def _enter_task_context(gt: GraphTask) -> None:
