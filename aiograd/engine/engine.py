@@ -360,13 +360,13 @@ class Engine:
     def run_queue(self, queue: ReadyQueue, until: GraphTask | None) -> None:
         """Pop and run tasks of ``queue`` until shutdown, or until ``until`` finishes."""
         pop = queue.pop
+        deferred_shutdown = False
         while until is None or not until.finished.is_set():
             task = pop()
             if task[0] == SHUTDOWN_KEY:
                 if until is None:
                     return
-                queue.shutdown()  # keep it for the worker's own loop
-                time.sleep(0.001)
+                deferred_shutdown = True  # finish the nested drive first
                 continue
             if task[3] is None:  # a wake-up
                 continue
@@ -380,6 +380,8 @@ class Engine:
                 waker()
             if expired and _tls.engine_thread:
                 _yield_gil()
+        if deferred_shutdown:
+            queue.shutdown()  # for the worker's own loop, below this nested drive
 
     # ---- running nodes ----
 
