@@ -15,13 +15,48 @@ import platform
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 perf_counter = time.perf_counter
 
 
 def emit(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)
+
+
+_limiter: Any = None
+
+
+def configure_threads(default: int | None) -> int | None:
+    """Apply ``--threads N`` from the command line (else ``default``; None = leave as is).
+
+    Limits every BLAS/OpenMP pool threadpoolctl finds (NumPy's OpenBLAS,
+    PyTorch's OpenMP) and PyTorch's intra-op threads to N. NumPy and PyTorch
+    are imported first: threadpoolctl only sees libraries already loaded.
+    """
+    global _limiter
+    n = default
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            n = None if argv[i + 1] in ("default", "none") else int(argv[i + 1])
+        elif arg.startswith("--threads="):
+            v = arg.split("=", 1)[1]
+            n = None if v in ("default", "none") else int(v)
+    if n is None:
+        return None
+    import numpy  # noqa: F401
+    import threadpoolctl
+
+    try:
+        import torch
+
+        torch.set_num_threads(n)
+    except ImportError:  # pragma: no cover
+        pass
+    _limiter = threadpoolctl.threadpool_limits(limits=n)
+    return n
 
 
 def env_line(bench: str) -> None:
@@ -45,37 +80,45 @@ def env_line(bench: str) -> None:
          python=sys.version.split()[0], numpy=numpy.__version__, torch=torch_info,
          cpus=os.cpu_count(), machine=platform.machine(), threadpools=pools,
          OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE"),
-         OPENBLAS_L2_SIZE=os.environ.get("OPENBLAS_L2_SIZE"))
+         OPENBLAS_L2_SIZE=os.environ.get("OPENBLAS_L2_SIZE"), loadavg=loadavg())
 
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def summary(xs: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+Timings = dict[str, dict[str, list[float]]]
 
 
-def time_repeats(setup: Callable[[], Any], timed: Callable[[Any], Any], *, warmup: int,
-                 repeats: int, budget_s: float | None = None) -> list[float]:
-    """Time ``timed(setup())`` ``repeats`` times after ``warmup`` untimed runs.
+def interleaved(impls: dict[str, Callable[[], dict[str, float]]], *, warmup: int, rounds: int,
+                budget_s: float | None = None, collect: bool = True) -> Timings:
+    """Round-robin timing: each round runs every implementation once.
 
-    Only ``timed`` is inside the clock. A full collection runs before each
-    repeat (outside the clock) so garbage from the previous repeat is not
-    charged to this one; the collector itself stays enabled. Stops early
-    (after at least 3 repeats) if ``budget_s`` of wall time is spent.
+    Each callable times itself and returns ``{phase: seconds}`` (e.g.
+    ``{"total": ..., "forward": ..., "backward": ...}``). Interleaving keeps
+    the comparison fair when the machine's load drifts during the run.
+    With ``collect`` a full garbage collection runs (untimed) before each
+    call; pass False when the callables collect right before their clock.
+    Returns ``{impl: {phase: [seconds per round]}}``.
     """
     for _ in range(warmup):
-        timed(setup())
-    times: list[float] = []
+        for fn in impls.values():
+            fn()
+    out: dict[str, dict[str, list[float]]] = {name: {} for name in impls}
     start = perf_counter()
-    for _ in range(repeats):
-        state = setup()
-        gc.collect()
-        t0 = perf_counter()
-        timed(state)
-        times.append(perf_counter() - t0)
-        del state
-        if budget_s is not None and len(times) >= 3 and perf_counter() - start > budget_s:
+    for r in range(rounds):
+        for name, fn in impls.items():
+            if collect:
+                gc.collect()
+            for phase, secs in fn().items():
+                out[name].setdefault(phase, []).append(secs)
+        if budget_s is not None and r >= 4 and perf_counter() - start > budget_s:
             break
-    return times
+    return out
+
+
+def loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        return None

@@ -19,7 +19,6 @@ import gc
 import tracemalloc
 
 import numpy as np
-
 from _common import emit, env_line
 
 import aiograd as ag

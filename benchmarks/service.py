@@ -1,0 +1,225 @@
+"""An asyncio service: heartbeat latency and request throughput during training requests.
+
+The service runs two kinds of coroutine on one asyncio loop:
+
+- a heartbeat: ``await asyncio.sleep(0.001)`` in a loop; each wake records
+  lag = actual wake time - (time before the sleep + 1 ms). Lag is what any
+  other coroutine of the service (an HTTP handler, a health check) would
+  wait beyond its own schedule;
+- 64 request workers that together serve TOTAL requests. A request is a
+  forward + backward of an MLP 64-128-128-10 (ReLU, softmax cross-entropy,
+  batch 32, float32) on its own input batch; the weights are shared by all
+  requests (their ``.grad`` accumulates, the same for every implementation).
+  Each worker yields to the loop (``await asyncio.sleep(0)``) between requests.
+
+Implementations of a request:
+
+- ``aiograd``: forward on the loop, ``await loss.backward()`` (the nodes run
+  on aiograd's CPU worker thread; the loop is free meanwhile);
+- ``torch_direct``: forward and ``loss.backward()`` called directly in the
+  coroutine (blocks the loop for the whole request);
+- ``torch_executor``: the whole request in ``loop.run_in_executor(None, ...)``
+  (asyncio's default thread pool).
+
+BLAS/OpenMP/PyTorch intra-op threads are pinned to 1 by default (``--threads N``
+to change; ``--threads default`` leaves the libraries' own setting): the
+concurrency comes from the requests, and multi-threaded BLAS on these small
+products, next to the loop and worker threads on 2 cores, mostly waits for
+its own threads to be scheduled.
+
+Reported per implementation: throughput (requests/s over the request phase)
+and heartbeat lag p50 / p99 / max. An ``idle`` line gives the heartbeat lag
+of the same loop with nothing else running (the timer floor). A diagnostic
+``aiograd_forward_only`` line runs the same service with requests that do
+only the aiograd forward (no backward): the lag the forward passes alone put
+on the loop (64 ready coroutines run one forward each per loop iteration),
+which no engine design can remove.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import configure_threads, emit, env_line, perf_counter  # noqa: E402
+
+SIZES = (64, 128, 128, 10)
+BATCH = 32
+CONCURRENCY = 64
+TOTAL = 2000
+WARMUP_REQUESTS = 64
+HEARTBEAT_S = 0.001
+IDLE_S = 1.0
+BUDGET_S = 15.0  # per implementation: stop handing out requests after this
+
+
+#: seconds of each aiograd forward pass run on the loop thread (current implementation)
+LOOP_FORWARD: list[float] = []
+
+
+def make_data(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    params = []
+    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+        bound = 1.0 / np.sqrt(fan_in)
+        params.append(rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32))
+        params.append(rng.uniform(-bound, bound, (fan_out,)).astype(np.float32))
+    xs = [rng.standard_normal((BATCH, SIZES[0])).astype(np.float32) for _ in range(CONCURRENCY)]
+    ys = [rng.integers(0, SIZES[-1], BATCH).astype(np.int64) for _ in range(CONCURRENCY)]
+    return params, xs, ys
+
+
+def forward(params, x, y, F):
+    W1, b1, W2, b2, W3, b3 = params
+    h = (x @ W1.transpose(0, 1) + b1).relu()
+    h = (h @ W2.transpose(0, 1) + b2).relu()
+    return F.cross_entropy(h @ W3.transpose(0, 1) + b3, y)
+
+
+def percentile(sorted_xs: list[float], q: float) -> float:
+    if not sorted_xs:
+        return float("nan")
+    k = min(len(sorted_xs) - 1, max(0, int(round(q / 100 * (len(sorted_xs) - 1)))))
+    return sorted_xs[k]
+
+
+async def heartbeat(lags: list[float], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        scheduled = perf_counter() + HEARTBEAT_S
+        await asyncio.sleep(HEARTBEAT_S)
+        lags.append(perf_counter() - scheduled)
+
+
+async def serve(handle, total: int, budget_s: float = 1e9) -> tuple[int, float, list[float]]:
+    """Run ``total`` requests through CONCURRENCY workers with a heartbeat.
+
+    Stops handing out requests after ``budget_s`` seconds (a slow
+    implementation then serves fewer). Returns (requests done, seconds, lags).
+    """
+    lags: list[float] = []
+    stop = asyncio.Event()
+    hb = asyncio.create_task(heartbeat(lags, stop))
+    await asyncio.sleep(0.01)  # the heartbeat is running before the first request
+    lags.clear()
+    counter = iter(range(total))
+    done = 0
+    t0 = perf_counter()
+    deadline = t0 + budget_s
+
+    async def worker(slot: int) -> None:
+        nonlocal done
+        for _ in counter:
+            if perf_counter() > deadline:
+                break
+            await handle(slot)
+            done += 1
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(worker(s) for s in range(CONCURRENCY)))
+    elapsed = perf_counter() - t0
+    stop.set()
+    await hb
+    return done, elapsed, lags
+
+
+def lag_stats(lags: list[float]) -> dict[str, float]:
+    s = sorted(lags)
+    return {"lag_p50_ms": round(percentile(s, 50) * 1e3, 3),
+            "lag_p99_ms": round(percentile(s, 99) * 1e3, 3),
+            "lag_max_ms": round(s[-1] * 1e3, 3) if s else float("nan"),
+            "heartbeats": len(s)}
+
+
+def make_handlers():
+    import torch
+    import torch.nn.functional as TF
+
+    import aiograd
+    import aiograd.nn.functional as AF
+
+    params_np, xs_np, ys_np = make_data()
+    a_params = [aiograd.tensor(p.copy(), requires_grad=True) for p in params_np]
+    a_xs = [aiograd.tensor(x) for x in xs_np]
+    a_ys = [aiograd.tensor(y) for y in ys_np]
+    t_params = [torch.tensor(p.copy(), requires_grad=True) for p in params_np]
+    t_xs = [torch.tensor(x) for x in xs_np]
+    t_ys = [torch.tensor(y) for y in ys_np]
+
+    async def h_aiograd(slot: int) -> None:
+        t0 = perf_counter()
+        loss = forward(a_params, a_xs[slot], a_ys[slot], AF)
+        LOOP_FORWARD.append(perf_counter() - t0)
+        await loss.backward()
+
+    def torch_request(slot: int) -> None:
+        forward(t_params, t_xs[slot], t_ys[slot], TF).backward()
+
+    async def h_torch_direct(slot: int) -> None:
+        torch_request(slot)
+
+    async def h_torch_executor(slot: int) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, torch_request, slot)
+
+    async def h_aiograd_forward_only(slot: int) -> None:
+        t0 = perf_counter()
+        forward(a_params, a_xs[slot], a_ys[slot], AF)
+        LOOP_FORWARD.append(perf_counter() - t0)
+
+    return {"aiograd": h_aiograd, "torch_direct": h_torch_direct,
+            "torch_executor": h_torch_executor,
+            "aiograd_forward_only (diagnostic)": h_aiograd_forward_only}
+
+
+async def run_all() -> dict[str, dict]:
+    results = {}
+    # the timer floor: the heartbeat alone
+    lags: list[float] = []
+    stop = asyncio.Event()
+    hb = asyncio.create_task(heartbeat(lags, stop))
+    await asyncio.sleep(IDLE_S)
+    stop.set()
+    await hb
+    emit(bench="service", impl="idle", metric="heartbeat_lag", value=lag_stats(lags)["lag_p99_ms"],
+         unit="ms (p99)", **lag_stats(lags), note="heartbeat alone: the loop's timer floor")
+
+    for name, handle in make_handlers().items():
+        await serve(handle, WARMUP_REQUESTS)
+        gc.collect()
+        LOOP_FORWARD.clear()
+        done, elapsed, lags = await serve(handle, TOTAL, BUDGET_S)
+        stats = lag_stats(lags)
+        if LOOP_FORWARD:
+            fw = sorted(LOOP_FORWARD)
+            stats["loop_forward_ms_median"] = round(percentile(fw, 50) * 1e3, 3)
+            stats["loop_busy_in_forward_share"] = round(sum(fw) / elapsed, 3)
+        results[name] = {"throughput": done / elapsed, **stats}
+        emit(bench="service", impl=name, metric="throughput", value=round(done / elapsed, 2),
+             unit="requests/s", seconds=round(elapsed, 3), requests=done,
+             concurrency=CONCURRENCY, **stats)
+    return results
+
+
+def main() -> None:
+    t_start = perf_counter()
+    configure_threads(1)
+    env_line("service")
+    res = asyncio.run(run_all())
+    a, d, e = res["aiograd"], res["torch_direct"], res["torch_executor"]
+    emit(bench="service", impl="ratios", metric="throughput_ratio",
+         value={"aiograd/torch_executor": round(a["throughput"] / e["throughput"], 3),
+                "aiograd/torch_direct": round(a["throughput"] / d["throughput"], 3),
+                "torch_executor/torch_direct": round(e["throughput"] / d["throughput"], 3)},
+         unit="x",
+         targets_met={"aiograd_lag_p99<=5ms": a["lag_p99_ms"] <= 5.0,
+                      "aiograd_lag_max<=20ms": a["lag_max_ms"] <= 20.0,
+                      "aiograd_throughput>=torch_executor": a["throughput"] >= e["throughput"]},
+         wall_s=round(perf_counter() - t_start, 1))
+
+
+if __name__ == "__main__":
+    main()
