@@ -8,21 +8,11 @@ Executors are threads that pop node tasks from their own ReadyQueue:
   GraphTask itself (seed: the caller's ``local_ready_queue``), and, if it is a
   worker, any other task of its queue while it waits;
 - a thread of the reentrant pool, for sync reentrant backward past
-  ``max_depth`` (See Note [Inline small graphs]
-    Handing a GraphTask to a worker costs two thread wake-ups (worker, then
-    loop): on a loaded machine more than the whole backward of a small
-    graph. So an ``await backward()`` of a small graph runs on the loop thread
-    in one short slice, like any other bit of CPU work a coroutine does:
-    at most ``INLINE_MAX_NODES`` nodes, all on the CPU, with gradients of at
-    most ``INLINE_MAX_ELEMENTS`` elements in all, and only aiograd's own
-    backward formulas: no custom Function, no hook, no saved-tensor hooks,
-    nothing that could block or take long. Everything else goes to the
-    workers.
+  ``max_depth`` (See Note [Reentrant backward]).
 
-Note [Reentrant backward]).
-
-An ``await backward()`` never runs nodes on the event-loop thread: its CPU
-nodes go to the CPU worker. The awaiting coroutine (the *driver*) sleeps
+An ``await backward()`` runs its CPU nodes on the CPU worker, not on the
+event-loop thread (small graphs of built-in ops excepted: Note [Inline small
+graphs]). The awaiting coroutine (the *driver*) sleeps
 until the task finishes, runs ``async def`` backward functions and async
 final callbacks on its loop, and is woken through the loop bridge::
 
@@ -42,7 +32,7 @@ Note [Time slices]
     A worker runs the ready nodes of one GraphTask from a private heap,
     without locking its queue, for at most ``SLICE_SECONDS``; then it puts
     the rest back on its queue (where deeper or other tasks may come first)
-    and briefly sleeps, which hands the GIL to the event loop. So per-node
+    and releases the GIL for a moment, so a waiting event loop can take it. So per-node
     work takes no queue lock and no loop round-trip, and the loop still gets
     the GIL at least every slice.
 
