@@ -763,18 +763,7 @@ class Engine:
         await self._finalize_async(gt)
 
     def run_sync(self, gt: GraphTask, context: contextvars.Context) -> None:
-        """Drive ``gt`` from a blocking call (see Note [Inline small graphs]
-    Handing a GraphTask to a worker costs two thread wake-ups (worker, then
-    loop): on a loaded machine more than the whole backward of a small
-    graph. So an ``await backward()`` of a small graph runs on the loop thread
-    in one short slice, like any other bit of CPU work a coroutine does:
-    at most ``INLINE_MAX_NODES`` nodes, all on the CPU, with gradients of at
-    most ``INLINE_MAX_ELEMENTS`` elements in all, and only aiograd's own
-    backward formulas: no custom Function, no hook, no saved-tensor hooks,
-    nothing that could block or take long. Everything else goes to the
-    workers.
-
-Note [Reentrant backward])."""
+        """Drive ``gt`` from a blocking call (see Note [Reentrant backward])."""
         if running_loop_library() is not None and not _tls.engine_thread:
             raise RuntimeError(
                 "backward_sync()/grad_sync() would block the running event loop; "
