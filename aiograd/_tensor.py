@@ -422,6 +422,17 @@ class _TensorHook:
                 f"a tensor hook returned a gradient of shape {tuple(result.shape)} for a "
                 f"gradient of shape {tuple(grad.shape)}; hooks must keep the shape"
             )
+        if result.dtype != grad.dtype:
+            raise RuntimeError(
+                f"a tensor hook changed the dtype of the gradient from {grad.dtype} to "
+                f"{result.dtype}; hooks must keep the dtype"
+            )
+        expected = grad.device if is_tensor else self.device
+        if result.device is not expected:
+            raise RuntimeError(
+                f"a tensor hook moved the gradient from {expected} to {result.device}; "
+                "hooks must keep the device"
+            )
         return result if is_tensor else result.data
 
     def __eq__(self, other: object) -> bool:
@@ -432,13 +443,27 @@ class _TensorHook:
 
 # ---- factories ----
 
+_NUMERIC_KINDS = "biufc"
+
+
 def _resolve_dtype(dtype: Any) -> numpy.dtype | None:
     if dtype is None:
         return None
     try:
-        return numpy.dtype(dtype)
-    except TypeError:
+        resolved = numpy.dtype(dtype)
+    except (TypeError, ValueError, SyntaxError):
         raise TypeError(f"unknown dtype {dtype!r}") from None
+    if resolved.kind not in _NUMERIC_KINDS:
+        raise TypeError(f"dtype must be a numeric (bool, integer, floating or complex) dtype, got {resolved}")
+    return resolved
+
+
+def _check_numeric(arr: numpy.ndarray) -> numpy.ndarray:
+    if arr.dtype.kind not in _NUMERIC_KINDS:
+        raise TypeError(
+            f"tensor() needs numbers (bool, int, float or complex data), got data of dtype {arr.dtype}"
+        )
+    return arr
 
 
 def _place(array: numpy.ndarray, device: Any) -> tuple[Any, Device]:
@@ -449,6 +474,10 @@ def _place(array: numpy.ndarray, device: Any) -> tuple[Any, Device]:
 
 
 def _finish(data: Any, dev: Device, requires_grad: bool) -> Tensor:
+    if not isinstance(requires_grad, bool):
+        raise TypeError(
+            f"argument 'requires_grad' must be bool, not {type(requires_grad).__name__}"
+        )
     t = Tensor._wrap(data, dev)
     if requires_grad:
         t.requires_grad_(True)
@@ -473,7 +502,7 @@ def tensor(
         arr = numpy.array(src, dtype=dt, copy=True)
         return _finish(*_place(arr, device if device is not None else data.device), requires_grad)
     if isinstance(data, numpy.ndarray) or isinstance(data, numpy.generic):
-        arr = numpy.array(data, dtype=dt, copy=True)
+        arr = _check_numeric(numpy.array(data, dtype=dt, copy=True))
     else:
         dev = devices.device(device) if device is not None else CPU
         if dev is not CPU and dev.backend.owns(data):
@@ -498,6 +527,7 @@ def _from_python(data: Any, dt: numpy.dtype | None) -> numpy.ndarray:
         raise TypeError(f"tensor() cannot make a tensor from this data: {exc}") from None
     if arr.dtype == object:
         raise TypeError("tensor() needs numbers or nested sequences of numbers of equal length")
+    _check_numeric(arr)
     if dt is None and arr.dtype.kind == "f":
         arr = arr.astype(float32)
     elif dt is None and arr.dtype.kind in "iu":
@@ -509,7 +539,7 @@ def from_numpy(array: numpy.ndarray) -> Tensor:
     """A CPU tensor sharing memory with ``array`` (no copy)."""
     if not isinstance(array, numpy.ndarray):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
-    return Tensor._wrap(array, CPU)
+    return Tensor._wrap(_check_numeric(array), CPU)
 
 
 def _shape_arg(size: Sequence[Any]) -> tuple[int, ...]:
@@ -539,6 +569,10 @@ def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool 
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     shape = _shape_arg((size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
+    if not isinstance(fill_value, (bool, numbers.Real)):
+        raise TypeError(
+            f"argument 'fill_value' must be a real number, not {type(fill_value).__name__}"
+        )
     dt = _resolve_dtype(dtype)
     if dt is None:
         dt = float32 if isinstance(fill_value, float) else numpy.array(fill_value).dtype
@@ -554,6 +588,11 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
            requires_grad: bool = False) -> Tensor:
     if end is None:
         start, end = 0, start
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"arange: {name} must be a real number, got {type(value).__name__}")
+    if step == 0:
+        raise RuntimeError("arange: step must be nonzero")
     dt = _resolve_dtype(dtype)
     if dt is None:
         is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))

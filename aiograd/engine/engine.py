@@ -119,6 +119,8 @@ class _ExecutorState(threading.local):
     engine_thread: bool = False
     #: warnings raised by nodes on this thread go to this list when set
     warnings: list[Any] | None = None
+    #: the GraphTask whose slice this thread is running (for a dying worker)
+    running: GraphTask | None = None
 
 
 _tls = _ExecutorState()
@@ -334,12 +336,17 @@ class Engine:
             "failed and a new worker will be started"
         )
         message.__cause__ = error
+        # Affected: tasks queued on it, the one it was running, and every task whose
+        # CPU nodes go to its queue (they would wait on it forever).
         with self._lock:
             live = set(self._live)
-        for gt in set(worker.queue.graph_tasks()) | live:
-            if gt.cpu_queue is worker.queue or gt.outstanding:
-                self._fail(gt, message)
-                self._signal_if_done(gt)
+        affected = set(worker.queue.graph_tasks()) | {
+            gt for gt in live if gt.cpu_queue is worker.queue}
+        if _tls.running is not None:
+            affected.add(_tls.running)
+        for gt in affected:
+            self._fail(gt, message)
+            self._signal_if_done(gt)
 
     def _background_port(self) -> _BackgroundLoop:
         with self._lock:
@@ -363,8 +370,10 @@ class Engine:
             gt = task[2]
             heap = [task]
             del task  # the heap owns it now: Note [Stealing gradients]
+            _tls.running = gt
             expired = self.run_slice(queue, gt, heap)
             waker = self._claim_finish(gt)
+            _tls.running = None
             del gt  # hold nothing of a finished task: its caller may be checking
             if waker is not None:
                 waker()

@@ -30,11 +30,17 @@ def _unwrap_like(new: Any, old: Any, node: Node, what: str, i: int) -> Any:
             f"{what} of {node.name()} returned a {type(new).__name__} at index {i}; "
             "expected a Tensor or None"
         )
-    if what == "prehook" and old is not None and new.shape != old.shape:
-        raise RuntimeError(
-            f"{what} of {node.name()} returned a gradient of shape {tuple(new.shape)} at "
-            f"index {i}; expected {tuple(old.shape)}"
-        )
+    if what == "prehook" and old is not None:
+        if new.shape != old.shape:
+            raise RuntimeError(
+                f"{what} of {node.name()} returned a gradient of shape {tuple(new.shape)} at "
+                f"index {i}; expected {tuple(old.shape)}"
+            )
+        if new.dtype != old.dtype:
+            raise RuntimeError(
+                f"{what} of {node.name()} returned a gradient of dtype {new.dtype} at index "
+                f"{i}; expected {old.dtype}"
+            )
     return new if isinstance(old, Tensor) else new.data
 
 

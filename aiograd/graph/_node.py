@@ -331,7 +331,8 @@ class AccumulateGrad(Node):
         hooks = var._post_acc_hooks
         if hooks:
             for hook in list(hooks):
-                hook(var)
+                if hook(var) is not None:
+                    raise RuntimeError("post accumulate grad hooks should return None")
         return ()
 
     def name(self) -> str:
