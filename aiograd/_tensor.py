@@ -454,14 +454,14 @@ def _resolve_dtype(dtype: Any) -> numpy.dtype | None:
     except (TypeError, ValueError, SyntaxError):
         raise TypeError(f"unknown dtype {dtype!r}") from None
     if resolved.kind not in _NUMERIC_KINDS:
-        raise TypeError(f"dtype must be a numeric (bool, integer, floating or complex) dtype, got {resolved}")
+        raise TypeError(f"dtype must be numeric (bool, integer, float, complex), got {resolved}")
     return resolved
 
 
 def _check_numeric(arr: numpy.ndarray) -> numpy.ndarray:
     if arr.dtype.kind not in _NUMERIC_KINDS:
         raise TypeError(
-            f"tensor() needs numbers (bool, int, float or complex data), got data of dtype {arr.dtype}"
+            f"tensor() needs numbers (bool, int, float or complex), got data of dtype {arr.dtype}"
         )
     return arr
 
