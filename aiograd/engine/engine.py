@@ -377,6 +377,7 @@ class Engine:
             del gt  # hold nothing of a finished task: its caller may be checking
             if waker is not None:
                 waker()
+                del waker  # nor its driver and loop
             if expired and _tls.engine_thread:
                 _yield_gil()
         if deferred_shutdown:
