@@ -348,6 +348,21 @@ class Engine:
             self._fail(gt, message)
             self._signal_if_done(gt)
 
+    def _fail_stranded(self, queue: ReadyQueue) -> None:
+        """A worker stops: fail the tasks left on its queue, so no caller waits forever."""
+        error = RuntimeError(
+            "the aiograd engine was shut down while this backward was running; "
+            "its remaining nodes will not run"
+        )
+        for task in queue.drain():
+            gt = task[2]
+            if gt is None or task[3] is None:
+                continue
+            with gt.lock:
+                gt.outstanding -= 1
+            self._fail(gt, error)
+            self._signal_if_done(gt)
+
     def _background_port(self) -> _BackgroundLoop:
         with self._lock:
             if self._background is None:
@@ -362,6 +377,7 @@ class Engine:
             task = pop()
             if task[0] == SHUTDOWN_KEY:
                 if until is None:
+                    self._fail_stranded(queue)
                     return
                 deferred_shutdown = True  # finish the nested drive first
                 continue

@@ -65,6 +65,12 @@ class ReadyQueue:
                 self._cond.wait()
             return heapq.heappop(self._heap)
 
+    def drain(self) -> list[tuple[Any, ...]]:
+        """Remove and return every queued task (at shutdown)."""
+        with self._cond:
+            tasks, self._heap = self._heap, []
+            return tasks
+
     def discard(self, graph_task: Any) -> int:
         """Drop the queued tasks of a stopped ``graph_task``; return how many."""
         with self._cond:

@@ -30,6 +30,7 @@ Note [Sequence numbers]
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
 import traceback
@@ -288,6 +289,7 @@ class AccumulateGrad(Node):
         self.sequence_nr = ACCUMULATE_GRAD_NR
         self._variable = weakref.ref(variable)
         self.lock = threading.Lock()
+        _accumulators.add(self)
 
     @property
     def variable(self) -> Tensor | None:
@@ -388,6 +390,21 @@ class GradientEdge:
 
 
 _accumulator_lock = threading.Lock()
+# Every live AccumulateGrad, so a forked child can replace locks held at fork time.
+_accumulators: weakref.WeakSet[AccumulateGrad] = weakref.WeakSet()
+
+
+def _reset_locks_after_fork() -> None:
+    """In a forked child: locks another parent thread held at fork time stay held
+    forever; give every AccumulateGrad and the creation lock a fresh one."""
+    global _accumulator_lock
+    _accumulator_lock = threading.Lock()
+    for acc in list(_accumulators):
+        acc.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_locks_after_fork)
 
 
 def grad_accumulator(leaf: Tensor) -> AccumulateGrad:
