@@ -14,6 +14,8 @@ from . import (
     optim,
 )
 from ._ops.joining import cat, stack
+from ._ops.linalg import matmul
+from ._ops.unary import where
 from ._tensor import (
     Tensor,
     arange,
@@ -100,6 +102,7 @@ __all__ = [
     "is_checkpoint_valid",
     "is_grad_enabled",
     "manual_seed",
+    "matmul",
     "nn",
     "no_grad",
     "once_differentiable",
@@ -117,6 +120,7 @@ __all__ = [
     "set_multithreading_enabled",
     "stack",
     "tensor",
+    "where",
     "zeros",
     "zeros_like",
 ]
