@@ -31,10 +31,16 @@ final callbacks on its loop, and is woken through the loop bridge::
 Note [Time slices]
     A worker runs the ready nodes of one GraphTask from a private heap,
     without locking its queue, for at most ``SLICE_SECONDS``; then it puts
-    the rest back on its queue (where deeper or other tasks may come first)
-    and releases the GIL for a moment, so a waiting event loop can take it. So per-node
-    work takes no queue lock and no loop round-trip, and the loop still gets
-    the GIL at least every slice.
+    the rest back on its queue, where deeper or other tasks may come first.
+    So per-node work takes no queue lock and no loop round-trip.
+    The event loop gets the GIL back through CPython's forced switching: a
+    thread that waits for the GIL longer than the switch interval makes the
+    holder hand it over. A voluntary release (``time.sleep(0)``) does not
+    hand it over reliably and, on a busy machine, gives the CPU away to other
+    processes; so when the first worker starts, the engine shortens the
+    interval to ``SWITCH_INTERVAL`` (1 ms; ``AIOGRAD_SWITCH_INTERVAL``
+    overrides, 0 keeps the interpreter's 5 ms), which bounds how long a
+    worker running Python code keeps a waiting loop off the GIL.
 
 Note [Inline small graphs]
     Handing a GraphTask to a worker costs two thread wake-ups (worker, then
@@ -68,6 +74,7 @@ import heapq
 import inspect
 import math
 import os
+import sys
 import threading
 import time
 import warnings
@@ -91,6 +98,7 @@ from .validate import validate_outputs
 
 MAX_DEPTH = 60
 SLICE_SECONDS = 0.002
+SWITCH_INTERVAL = 0.001
 INLINE_MAX_NODES = 64
 INLINE_MAX_ELEMENTS = 1 << 15
 
@@ -104,9 +112,15 @@ _heappush = heapq.heappush
 _perf_counter = time.perf_counter
 
 
-def _yield_gil() -> None:
-    """Let a thread waiting for the GIL (an event loop) run. See Note [Time slices]."""
-    time.sleep(0)
+def _set_switch_interval() -> None:
+    """Shorten the GIL switch interval once workers exist (Note [Time slices]).
+
+    ``AIOGRAD_SWITCH_INTERVAL`` (seconds) overrides the value; ``0`` leaves the
+    interpreter's setting alone. Never lengthens an interval already shorter.
+    """
+    value = float(os.environ.get("AIOGRAD_SWITCH_INTERVAL", SWITCH_INTERVAL))
+    if 0 < value < sys.getswitchinterval():
+        sys.setswitchinterval(value)
 
 
 class _ExecutorState(threading.local):
@@ -318,6 +332,8 @@ class Engine:
                     raise RuntimeError("the aiograd engine has been shut down")
                 worker = self._workers.get(device)
                 if worker is None:
+                    if not self._workers:
+                        _set_switch_interval()
                     worker = Worker(self, device)
                     self._workers[device] = worker
                     worker.thread.start()
@@ -387,15 +403,13 @@ class Engine:
             heap = [task]
             del task  # the heap owns it now: Note [Stealing gradients]
             _tls.running = gt
-            expired = self.run_slice(queue, gt, heap)
+            self.run_slice(queue, gt, heap)
             waker = self._claim_finish(gt)
             _tls.running = None
             del gt  # hold nothing of a finished task: its caller may be checking
             if waker is not None:
                 waker()
                 del waker  # nor its driver and loop
-            if expired and _tls.engine_thread:
-                _yield_gil()
         if deferred_shutdown:
             queue.shutdown()  # for the worker's own loop, below this nested drive
 
