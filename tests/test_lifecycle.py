@@ -324,7 +324,7 @@ HELD_AT_FORK = {
 def test_forked_child_does_not_inherit_a_held_graph_lock(held):
     out, _ = run_python(f"""
         w = ag.tensor(np.array([1.0, 2.0]), requires_grad=True)
-        asyncio.run(ag.backward((w * 1.0).sum()))  # workers started, w.grad == [1, 1]
+        asyncio.run(ag.backward((w * 1.0).sum()))  # w.grad == [1, 1]
         keep = w * 1.0  # keeps w's AccumulateGrad node (and its lock) alive
         lock = {HELD_AT_FORK[held]}
         held, done = threading.Event(), threading.Event()
@@ -349,7 +349,7 @@ def test_forked_child_does_not_inherit_a_held_graph_lock(held):
 
             t = threading.Thread(target=child_backward, daemon=True)
             t.start()
-            t.join(3)
+            t.join(10)
             print("CHILD", "deadlocked" if t.is_alive() else result, flush=True)
             os._exit(0)
         os.waitpid(pid, 0)
@@ -419,7 +419,7 @@ def test_2000_graph_tasks_leave_no_thread_behind():
         sync_pass(k, wrong)
     for backend in ("asyncio", "trio"):
         anyio.run(async_passes, list(range(10)), wrong, backend=backend)
-    baseline = threading.active_count()
+    baseline = set(threading.enumerate())
     before = engine.stats()
 
     for k in range(600):  # 600 sync on this thread
@@ -436,7 +436,13 @@ def test_2000_graph_tasks_leave_no_thread_behind():
 
     assert wrong == []
     assert not any(t.is_alive() for t in threads)
-    assert threading.active_count() == baseline, threading.enumerate()
+    now = set(threading.enumerate())
+    assert now - baseline == set()  # no thread started by the passes lives on
+    # An idle thread of another library's cache (trio's, anyio's) may retire meanwhile;
+    # an aiograd thread may not.
+    retired = baseline - now
+    assert [t.name for t in retired if t.name.startswith("aiograd-")] == []
+    assert threading.active_count() == len(baseline) - len(retired)
     after = engine.stats()
     assert after.running_graph_tasks == 0, after
     assert after.completed_graph_tasks - before.completed_graph_tasks == 2000, after
