@@ -340,6 +340,7 @@ class Engine:
         return worker.queue
 
     def _worker_exited(self, worker: Worker, error: BaseException | None) -> None:
+        worker.queue.close()  # a push from now on raises: its task fails, it cannot hang
         with self._lock:
             if self._workers.get(worker.device) is worker:
                 del self._workers[worker.device]
@@ -668,7 +669,10 @@ class Engine:
             gt.cancel()
             raise
         else:
-            self._route(gt, node, outputs, None, None)
+            try:
+                self._route(gt, node, outputs, None, None)
+            except BaseException as exc:  # noqa: BLE001  (an engine bug: fail the task)
+                self._fail(gt, exc)
         finally:
             with gt.lock:
                 gt.active -= 1

@@ -32,22 +32,30 @@ def task_key(depth: int, sequence_nr: int) -> int:
 class ReadyQueue:
     """Tasks are tuples ``(key, ticket, graph_task, node, inputs)``."""
 
-    __slots__ = ("_heap", "_cond", "owner")
+    __slots__ = ("_heap", "_cond", "owner", "closed")
 
     def __init__(self, owner: str) -> None:
         self._heap: list[tuple[Any, ...]] = []
         self._cond = threading.Condition(threading.Lock())
         #: a name for statistics and debugging
         self.owner = owner
+        #: set (under the lock) when the owning worker is gone: pushing then raises
+        self.closed = False
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"the aiograd worker for {self.owner} has stopped")
 
     def push(self, key: int, graph_task: Any, node: Any, inputs: Any) -> None:
         with self._cond:
+            self._check_open()
             heapq.heappush(self._heap, (key, next(_ticket), graph_task, node, inputs))
             self._cond.notify()
 
     def push_many(self, tasks: list[tuple[Any, ...]]) -> None:
         """Push tasks already in the tuple form (leftovers of a time slice)."""
         with self._cond:
+            self._check_open()
             for task in tasks:
                 heapq.heappush(self._heap, task)
             self._cond.notify()
@@ -64,6 +72,10 @@ class ReadyQueue:
             while not self._heap:
                 self._cond.wait()
             return heapq.heappop(self._heap)
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
 
     def drain(self) -> list[tuple[Any, ...]]:
         """Remove and return every queued task (at shutdown)."""
