@@ -569,9 +569,10 @@ class Engine:
 
         Ready CPU nodes for this executor go on its private ``heap`` (no queue
         lock); others are pushed to their device's queue (Note [Time slices]).
-        If exactly one node became ready, it is for this executor and the heap
-        is empty, it is returned instead: the caller runs it next (a chain
-        then never touches the heap).
+        If exactly one node became ready, it is for this executor and it comes
+        before everything on the heap, it is returned instead: the caller runs
+        it next, in the same order, without a heap push and pop (a chain, or
+        each branch of a ladder, then never touches the heap).
         """
         edges = node.next_edges
         if outputs is None or not edges:
@@ -612,12 +613,12 @@ class Engine:
                 if count == 1:
                     gt.outstanding += 1
                     ready.append((nxt, buffer))
-        local = heap is not None and queue is gt.cpu_queue
-        if local and not heap and len(ready) == 1:
+        if len(ready) == 1 and heap is not None and queue is gt.cpu_queue:
             nxt = ready[0][0]
             meta = nxt.input_metadata
-            if not nxt.is_async and (not meta or meta[0].device is CPU or gt.single_thread):
-                return ready[0]
+            if (not nxt.is_async and (not meta or meta[0].device is CPU or gt.single_thread)
+                    and (not heap or gt.key_base - nxt.sequence_nr < heap[0][0])):
+                return ready[0]  # it would be popped next anyway
         for nxt, buffer in ready:
             if nxt.is_async:
                 gt.port.submit(functools.partial(self._run_async_node, gt, nxt, buffer))
