@@ -420,3 +420,53 @@ def test_op_runs_on_another_device_backend(fake_backend, name):
     expected = ag.grad_sync(fn(*cpu).sum(), cpu)
     for g, e in zip(grads, expected):
         np.testing.assert_allclose(fake_backend.to_host(g.data), e.numpy(), rtol=1e-12)
+
+
+# ---- linear (AddmmBackward0) ----
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear_gradcheck(with_bias):
+    rng = np.random.default_rng(11)
+    x = ag.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    w = ag.tensor(rng.standard_normal((5, 4)), requires_grad=True)
+    b = ag.tensor(rng.standard_normal(5), requires_grad=True) if with_bias else None
+    inputs = (x, w, b) if with_bias else (x, w)
+    assert ag.gradcheck(lambda *t: F.linear(*t), inputs)
+
+
+def test_linear_matches_torch_and_is_one_addmm_node():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(12)
+    xs, ws, bs = (rng.standard_normal(s) for s in ((6, 4), (3, 4), (3,)))
+    x, w, b = (ag.tensor(a, requires_grad=True) for a in (xs, ws, bs))
+    out = F.linear(x, w, b)
+    assert out.grad_fn.name() == "AddmmBackward0"
+    ag.backward_sync(out.sum())
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (xs, ws, bs))
+    tout = torch.nn.functional.linear(tx, tw, tb)
+    assert type(tout.grad_fn).__name__ == "AddmmBackward0"
+    tout.sum().backward()
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-12)
+    for ours, theirs in ((x, tx), (w, tw), (b, tb)):
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-12)
+    assert w.grad.data.flags.c_contiguous
+
+
+def test_linear_second_order_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(13)
+    xs, ws = rng.standard_normal((2, 3)), rng.standard_normal((4, 3))
+    x, w = ag.tensor(xs, requires_grad=True), ag.tensor(ws, requires_grad=True)
+    (gx,) = ag.grad_sync((F.linear(x, w) ** 2).sum(), x, create_graph=True)
+    (gw,) = ag.grad_sync(gx.sum(), w)
+    tx, tw = torch.tensor(xs, requires_grad=True), torch.tensor(ws, requires_grad=True)
+    (tgx,) = torch.autograd.grad((torch.nn.functional.linear(tx, tw) ** 2).sum(), tx,
+                                 create_graph=True)
+    (tgw,) = torch.autograd.grad(tgx.sum(), tw)
+    np.testing.assert_allclose(gw.numpy(), tgw.numpy(), rtol=1e-10)
+
+
+def test_linear_rejects_mismatched_shapes():
+    with pytest.raises(RuntimeError, match="linear: input"):
+        F.linear(ag.ones(2, 3), ag.ones(4, 5))

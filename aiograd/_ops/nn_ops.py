@@ -108,6 +108,71 @@ def log_softmax(input: Tensor, dim: int) -> Tensor:  # noqa: A002
     return _softmax_like(LogSoftmaxBackward0, input, dim, log=True)
 
 
+# ---- linear ----
+
+class AddmmBackward0(Node):
+    """``x @ weight.T + bias`` for 2-D x, as one node (PyTorch's nn.Linear records the same).
+
+    d x = g W, d W = g^T x (row-major, like W), d bias = sum of g over rows
+    (the engine's broadcast reduction). Saves x only if W needs a gradient and W
+    only if x does.
+    """
+
+    __slots__ = ("input", "weight")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        edges = self.next_edges
+        gx = gw = None
+        if edges[0] is not None:
+            gx = g @ self.weight.unpack(self, create_graph)
+        if edges[1] is not None:
+            gw = _dual.swap_last(g) @ self.input.unpack(self, create_graph)
+        gb = g if len(edges) == 3 and edges[2] is not None else None
+        return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
+
+    def release_variables(self) -> None:
+        for saved in (self.input, self.weight):
+            if saved is not None:
+                saved.release()
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:  # noqa: A002
+    """``input @ weight.T + bias`` (``torch.nn.functional.linear``).
+
+    A 2-D input records one AddmmBackward0 node and adds the bias in place into
+    the fresh product; other inputs fall back to ``@`` and ``+``.
+    """
+    for name, value in (("input", input), ("weight", weight)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"linear: {name} must be a Tensor, got {type(value).__name__}")
+    if bias is not None and not isinstance(bias, Tensor):
+        raise TypeError(f"linear: bias must be a Tensor or None, got {type(bias).__name__}")
+    if input.ndim != 2 or weight.ndim != 2 or (bias is not None and bias.ndim != 1):
+        out = input @ weight.transpose(0, 1)
+        return out if bias is None else out + bias
+    dev = check_same_device(input, weight)
+    if bias is not None:
+        check_same_device(input, bias)
+    if input.shape[1] != weight.shape[1] or (bias is not None
+                                             and bias.shape[0] != weight.shape[0]):
+        raise RuntimeError(
+            f"linear: input {tuple(input.shape)}, weight {tuple(weight.shape)} and bias "
+            f"{None if bias is None else tuple(bias.shape)} do not fit: expected input "
+            "(N, in), weight (out, in), bias (out,)"
+        )
+    data = input.data @ weight.data.T
+    if bias is not None:
+        data += bias.data  # the product is fresh: nobody else sees it
+    edges = edges_of(input, weight) if bias is None else edges_of(input, weight, bias)
+    if edges is None:
+        return plain(data, dev)
+    node = AddmmBackward0(edges)
+    node.input = save(input) if edges[1] is not None else None
+    node.weight = save(weight) if edges[0] is not None else None
+    return record(node, data, dev)
+
+
 # ---- mse_loss ----
 
 class MseLossBackward0(Node):

@@ -64,10 +64,7 @@ class Linear(Module):
             self.register_parameter("bias", None)
 
     def forward(self, x: Tensor) -> Tensor:
-        y = x @ self.weight.transpose(0, 1)
-        if self.bias is not None:
-            y = y + self.bias
-        return y
+        return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from .._ops.nn_ops import cross_entropy, log_softmax, mse_loss, softmax
+from .._ops.nn_ops import cross_entropy, linear, log_softmax, mse_loss, softmax
 from .._ops.unary import relu
 
-__all__ = ["cross_entropy", "log_softmax", "mse_loss", "relu", "softmax"]
+__all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "softmax"]
