@@ -309,3 +309,14 @@ def test_unary_runs_on_another_device_backend(fake_backend, name):
     cpu_x = leaf(values)
     (expected,) = ag.grad_sync(FAKE_OPS[name](cpu_x), cpu_x, ag.ones(2, 3, dtype=ag.float64))
     np.testing.assert_allclose(fake_backend.to_host(g.data), expected.numpy())
+
+
+def test_relu_backward_never_modifies_a_gradient_someone_else_sees():
+    x = ag.tensor(np.array([-1.0, 2.0, 3.0]), requires_grad=True)
+    r = x.relu()
+    seen = []
+    r.grad_fn.register_hook(lambda gi, go: seen.append(go[0].numpy().copy()))
+    out = r + x * 2.0  # AddBackward0 hands one array to both branches
+    ag.backward_sync(out, ag.tensor(np.array([1.0, 1.0, 1.0])))
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 3.0, 3.0])
+    np.testing.assert_array_equal(seen[0], [1.0, 1.0, 1.0])  # the post-hook's grad_outputs

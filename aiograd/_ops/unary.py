@@ -10,7 +10,10 @@ See Note [Dual backward formulas] and Note [Broadcast gradients].
 from __future__ import annotations
 
 import numbers
+import sys
 from typing import Any
+
+import numpy
 
 from .._tensor import Tensor, float32
 from ..devices import device_of_array
@@ -153,7 +156,16 @@ class ReluBackward0(_SavesOne):
     __slots__ = ()
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] * (_dual.raw(self.saved.unpack(self, False)) > 0),)
+        mask = _dual.raw(self.saved.unpack(self, False)) > 0
+        g = grads[0]
+        # In place when nothing else can see g (see Note [Stealing gradients]): the
+        # engine's buffer slot, the local and getrefcount's argument; no post-hook
+        # will be shown the incoming gradient.
+        if (type(g) is numpy.ndarray and g.base is None and not self._post_hooks
+                and sys.getrefcount(g) <= 3):
+            g *= mask
+            return (g,)
+        return (g * mask,)
 
 
 def abs(a: Tensor) -> Tensor:  # noqa: A001
