@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from oracles import check_against_torch, check_second_order, leaf
 
 import aiograd as ag
 import aiograd.nn.functional as F
@@ -15,46 +16,6 @@ pytestmark = pytest.mark.timeout(60)
 
 def arr(shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape)
-
-
-def leaf(a):
-    return ag.tensor(np.array(a, dtype=np.float64), requires_grad=True)
-
-
-def check_against_torch(fn, torch_fn, *arrays, seed=1):
-    """Forward values and vector-Jacobian products agree with PyTorch's."""
-    torch = pytest.importorskip("torch")
-    xs = [leaf(a) for a in arrays]
-    ts = [torch.tensor(np.array(a, dtype=np.float64), requires_grad=True) for a in arrays]
-    out, t_out = fn(*xs), torch_fn(*ts)
-    np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy(), rtol=1e-7,
-                               atol=1e-12)
-    v = np.random.default_rng(seed).standard_normal(t_out.shape)
-    grads = ag.grad_sync(out, xs, ag.tensor(v))
-    t_grads = torch.autograd.grad(t_out, ts, torch.tensor(v))
-    for g, tg in zip(grads, t_grads):
-        np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-7, atol=1e-12)
-
-
-def check_second_order(fn, torch_fn, *arrays, seed=2):
-    """Gradients of a vector-Jacobian product (create_graph=True) agree with PyTorch's."""
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(seed)
-    xs = [leaf(a) for a in arrays]
-    ts = [torch.tensor(np.array(a, dtype=np.float64), requires_grad=True) for a in arrays]
-    out, t_out = fn(*xs), torch_fn(*ts)
-    v = rng.standard_normal(t_out.shape)
-    ws = [rng.standard_normal(np.shape(a)) for a in arrays]
-    firsts = ag.grad_sync(out, xs, ag.tensor(v), create_graph=True)
-    t_firsts = torch.autograd.grad(t_out, ts, torch.tensor(v), create_graph=True)
-    total = sum((g * ag.tensor(w)).sum() for g, w in zip(firsts, ws))
-    t_total = sum((g * torch.tensor(w)).sum() for g, w in zip(t_firsts, ws))
-    seconds = ag.grad_sync(total, xs, allow_unused=True)
-    t_seconds = torch.autograd.grad(t_total, ts, allow_unused=True)
-    for x, g, tg in zip(xs, seconds, t_seconds):
-        got = np.zeros(x.shape) if g is None else g.numpy()
-        expected = np.zeros(x.shape) if tg is None else tg.numpy(force=True)
-        np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-12)
 
 
 # ---- matmul ----

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles import check_against_torch, leaf
 
 import aiograd as ag
 
@@ -12,24 +13,6 @@ pytestmark = pytest.mark.timeout(60)
 
 def arr(shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape)
-
-
-def leaf(a):
-    return ag.tensor(np.array(a, dtype=np.float64), requires_grad=True)
-
-
-def check_against_torch(fn, torch_fn, *arrays, seed=1):
-    """Forward values and vector-Jacobian products agree with PyTorch's."""
-    torch = pytest.importorskip("torch")
-    xs = [leaf(a) for a in arrays]
-    ts = [torch.tensor(np.array(a, dtype=np.float64), requires_grad=True) for a in arrays]
-    out, t_out = fn(*xs), torch_fn(*ts)
-    np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy(), rtol=1e-7)
-    v = np.random.default_rng(seed).standard_normal(t_out.shape)
-    grads = ag.grad_sync(out, xs, ag.tensor(v))
-    t_grads = torch.autograd.grad(t_out, ts, torch.tensor(v))
-    for g, tg in zip(grads, t_grads):
-        np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-7, atol=1e-12)
 
 
 # (dim, keepdim) combinations swept over a (2, 3, 2) input.

@@ -1,0 +1,57 @@
+"""PyTorch as a test oracle: shared checks of the op test modules.
+
+Each check skips (``pytest.importorskip``) when PyTorch is not installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aiograd as ag
+
+
+def leaf(a: Any) -> ag.Tensor:
+    """A float64 leaf that requires grad."""
+    return ag.tensor(np.array(a, dtype=np.float64), requires_grad=True)
+
+
+def check_against_torch(fn: Callable[..., Any], torch_fn: Callable[..., Any], *arrays: Any,
+                        seed: int = 1) -> None:
+    """Forward values and vector-Jacobian products agree with PyTorch's."""
+    torch = pytest.importorskip("torch")
+    xs = [leaf(a) for a in arrays]
+    ts = [torch.tensor(np.array(a, dtype=np.float64), requires_grad=True) for a in arrays]
+    out, t_out = fn(*xs), torch_fn(*ts)
+    np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy(), rtol=1e-7,
+                               atol=1e-12)
+    v = np.random.default_rng(seed).standard_normal(t_out.shape)
+    grads = ag.grad_sync(out, xs, ag.tensor(v))
+    t_grads = torch.autograd.grad(t_out, ts, torch.tensor(v))
+    for g, tg in zip(grads, t_grads):
+        np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-7, atol=1e-12)
+
+
+def check_second_order(fn: Callable[..., Any], torch_fn: Callable[..., Any], *arrays: Any,
+                       seed: int = 2) -> None:
+    """Gradients of a vector-Jacobian product (create_graph=True) agree with PyTorch's."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    xs = [leaf(a) for a in arrays]
+    ts = [torch.tensor(np.array(a, dtype=np.float64), requires_grad=True) for a in arrays]
+    out, t_out = fn(*xs), torch_fn(*ts)
+    v = rng.standard_normal(t_out.shape)
+    ws = [rng.standard_normal(np.shape(a)) for a in arrays]
+    firsts = ag.grad_sync(out, xs, ag.tensor(v), create_graph=True)
+    t_firsts = torch.autograd.grad(t_out, ts, torch.tensor(v), create_graph=True)
+    total = sum((g * ag.tensor(w)).sum() for g, w in zip(firsts, ws))
+    t_total = sum((g * torch.tensor(w)).sum() for g, w in zip(t_firsts, ws))
+    seconds = ag.grad_sync(total, xs, allow_unused=True)
+    t_seconds = torch.autograd.grad(t_total, ts, allow_unused=True)
+    for x, g, tg in zip(xs, seconds, t_seconds):
+        got = np.zeros(x.shape) if g is None else g.numpy()
+        expected = np.zeros(x.shape) if tg is None else tg.numpy(force=True)
+        np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-12)
