@@ -22,6 +22,22 @@ def leaf(values, dtype="float32"):
     return ag.tensor(np.array(values, dtype=dtype), requires_grad=True)
 
 
+def passthrough(on_backward):
+    """A custom Function ``y = x * 1`` whose backward calls ``on_backward()`` first."""
+
+    class PassThrough(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            on_backward()
+            return g
+
+    return PassThrough
+
+
 # ---- backward() and grad() ----
 
 
@@ -208,15 +224,7 @@ def test_backward_with_create_graph_warns_of_reference_cycle():
 def test_grad_mode_inside_backward_equals_create_graph():
     seen = []
 
-    class Probe(ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            seen.append(ag.is_grad_enabled())
-            return g
+    Probe = passthrough(lambda: seen.append(ag.is_grad_enabled()))
 
     x = leaf([1.0])
     ag.backward_sync(Probe.apply(x))
@@ -374,15 +382,7 @@ def test_execution_order_requires_multithreading_disabled():
 def test_current_graph_task_id_inside_and_outside_backward():
     ids = []
 
-    class Spy(ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            ids.append(ag.current_graph_task_id())
-            return g
+    Spy = passthrough(lambda: ids.append(ag.current_graph_task_id()))
 
     x = leaf([1.0])
     ag.backward_sync(Spy.apply(x))
@@ -500,15 +500,8 @@ def test_anomaly_mode_reports_nan_gradients():
 
 @pytest.mark.anyio
 async def test_warnings_in_workers_are_replayed_to_the_caller():
-    class Warns(ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            warnings.warn("careful in backward", RuntimeWarning, stacklevel=2)
-            return g
+    Warns = passthrough(lambda: warnings.warn("careful in backward", RuntimeWarning,
+                                              stacklevel=2))
 
     with pytest.warns(RuntimeWarning, match="careful in backward"):
         await ag.backward(Warns.apply(leaf([1.0])))
@@ -605,15 +598,7 @@ async def test_caller_contextvars_are_visible_in_hooks_on_workers():
 def test_anomaly_mode_of_caller_is_visible_in_backward():
     seen = []
 
-    class Probe(ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            seen.append(ag.is_anomaly_enabled())
-            return g
+    Probe = passthrough(lambda: seen.append(ag.is_anomaly_enabled()))
 
     with ag.detect_anomaly():
         ag.backward_sync(Probe.apply(leaf([1.0])))
@@ -740,15 +725,7 @@ async def test_small_builtin_graph_runs_inline_without_a_thread_handoff():
 async def test_graph_with_user_code_never_runs_on_the_loop():
     seen = []
 
-    class Probe(ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            seen.append(threading.current_thread().name)
-            return g
+    Probe = passthrough(lambda: seen.append(threading.current_thread().name))
 
     await ag.backward(Probe.apply(leaf([1.0])))
     assert seen == ["aiograd-worker-cpu"]
