@@ -51,12 +51,7 @@ class Adam(Optimizer):
         weight_decay = group["weight_decay"]
         amsgrad = group["amsgrad"]
         maximize = group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.xp
-            w = p.data
-            grad = p.grad.data
+        for p, xp, w, grad in self._with_grads(group):
             state = self.state.setdefault(p, {})
             if not state:
                 state["step"] = 0

@@ -24,7 +24,7 @@ running: ``await loss.backward()`` first, then ``step()``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy
@@ -131,6 +131,13 @@ class Optimizer:
 
     def _update_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    @staticmethod
+    def _with_grads(group: dict[str, Any]) -> Iterator[tuple[Tensor, Any, Any, Any]]:
+        """``(param, array module, param array, grad array)`` for each param with a grad."""
+        for p in group["params"]:
+            if p.grad is not None:
+                yield p, p.device.xp, p.data, p.grad.data
 
     def _scratch_for(self, p: Tensor, count: int) -> list[Any]:
         """``count`` scratch arrays shaped like ``p``, made on first use and then reused."""

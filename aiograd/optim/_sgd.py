@@ -45,12 +45,7 @@ class SGD(Optimizer):
         weight_decay = group["weight_decay"]
         nesterov = group["nesterov"]
         maximize = group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.xp
-            w = p.data
-            grad = p.grad.data
+        for p, xp, w, grad in self._with_grads(group):
             scratch = self._scratch_for(p, 2 if nesterov else 1)
             d_p = scratch[0]
             # d_p = (-grad if maximize else grad) + weight_decay * w
