@@ -514,18 +514,12 @@ async def test_warnings_in_workers_are_replayed_to_the_caller():
 async def test_final_callbacks_run_in_order_and_may_queue_more():
     order = []
 
-    class Queues(ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
+    def queue_two() -> None:
+        ag.queue_callback(lambda: (order.append("first"),
+                                   ag.queue_callback(lambda: order.append("third"))))
+        ag.queue_callback(lambda: order.append("second"))
 
-        @staticmethod
-        def backward(ctx, g):
-            ag.queue_callback(lambda: (order.append("first"),
-                                       ag.queue_callback(lambda: order.append("third"))))
-            ag.queue_callback(lambda: order.append("second"))
-            return g
-
+    Queues = passthrough(queue_two)
     x = leaf([1.0])
     await ag.backward(Queues.apply(x))
     assert order == ["first", "second", "third"]
@@ -535,38 +529,20 @@ async def test_final_callbacks_run_in_order_and_may_queue_more():
 async def test_async_final_callback_is_awaited_before_backward_returns():
     order = []
 
-    class Queues(ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
+    async def flush() -> None:
+        import anyio
 
-        @staticmethod
-        def backward(ctx, g):
-            async def flush():
-                import anyio
+        await anyio.lowlevel.checkpoint()
+        order.append("async-callback")
 
-                await anyio.lowlevel.checkpoint()
-                order.append("async-callback")
-
-            ag.queue_callback(flush)
-            return g
-
+    Queues = passthrough(lambda: ag.queue_callback(flush))
     await ag.backward(Queues.apply(leaf([1.0])))
     order.append("returned")
     assert order == ["async-callback", "returned"]
 
 
 def test_error_in_final_callback_fails_the_backward():
-    class Queues(ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            ag.queue_callback(lambda: 1 / 0)
-            return g
-
+    Queues = passthrough(lambda: ag.queue_callback(lambda: 1 / 0))
     with pytest.raises(ZeroDivisionError):
         ag.backward_sync(Queues.apply(leaf([1.0])))
 
