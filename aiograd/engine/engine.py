@@ -458,6 +458,8 @@ class Engine:
             gt.prepare()
         deadline = _perf_counter() + SLICE_SECONDS
         create_graph = gt.create_graph
+        release = not gt.keep_graph
+        check_nan = gt.check_nan
         instrumented = gt.exec_info is not None
         finish = self._finish_outputs
         route = self._route
@@ -491,7 +493,11 @@ class Engine:
                                 or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
                             inputs = _hooks.call_pre_hooks(node, inputs)
                         outputs = node.apply(inputs, create_graph)
-                        outputs = finish(gt, node, inputs, outputs)
+                        if release:
+                            node.release_variables()
+                        if (node._post_hooks or check_nan
+                                or not _plain_cpu_grads(node.next_edges, outputs)):
+                            outputs = finish(gt, node, inputs, outputs)
             except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
                 with gt.lock:
                     gt.outstanding -= 1
@@ -500,6 +506,9 @@ class Engine:
             follow = route(gt, node, outputs, queue, heap)
             outputs = inputs = None  # Note [Stealing gradients]: hold no extra references
             if queue is not None and _perf_counter() > deadline and (heap or follow):
+                if not len(queue):  # nothing else waits for this executor
+                    deadline = _perf_counter() + SLICE_SECONDS
+                    continue
                 if follow is not None:
                     node, inputs = follow
                     heap.append((gt.key_base - node.sequence_nr, next(_ticket), gt, node, inputs))
@@ -520,24 +529,14 @@ class Engine:
                     or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
                 inputs = _hooks.call_pre_hooks(node, inputs)
             outputs = node.apply(inputs, gt.create_graph)
+            if not gt.keep_graph:
+                node.release_variables()
             return self._finish_outputs(gt, node, inputs, outputs)
 
     def _finish_outputs(self, gt: GraphTask, node: Node, inputs: list[Any], outputs: Any) -> Any:
-        if not gt.keep_graph:
-            node.release_variables()
-        edges = node.next_edges
-        if len(outputs) != len(edges):
+        """Validate ``outputs``, then post-hooks and the anomaly NaN check."""
+        if not _plain_cpu_grads(node.next_edges, outputs):
             outputs = validate_outputs(node, outputs)
-        else:
-            for i, edge in enumerate(edges):
-                grad = outputs[i]
-                if edge is None or grad is None:
-                    continue
-                meta = edge[0].input_metadata[edge[1]]
-                if (type(grad) is not _ndarray or grad.shape != meta.shape
-                        or grad.dtype != meta.dtype or meta.device is not CPU):
-                    outputs = validate_outputs(node, outputs)
-                    break
         if node._post_hooks:
             outputs = validate_outputs(node, _hooks.call_post_hooks(node, outputs, inputs))
         if gt.check_nan:
@@ -582,24 +581,24 @@ class Engine:
                 gt.outstanding -= 1
             return None
         exec_info = gt.exec_info
-        ready = []
-        producer = node_stream(node)  # See Note [Streaming backwards]
+        ready = None  # the first node made ready; ``more``: the others
+        more = None
         with gt.lock:
-            gt.outstanding -= 1
             deps = gt.dependencies
             not_ready = gt.not_ready
+            became_ready = 0
             i = -1
             for edge in edges:
                 i += 1
                 if edge is None:
                     continue
-                nxt = edge[0]
+                nxt, pos = edge
                 count = deps.get(nxt)  # type: ignore[union-attr]
-                if count is None:
-                    raise RuntimeError(f"dependency not found for {nxt.name()}")
                 if count == 1:
                     del deps[nxt]  # type: ignore[union-attr]
                     buffer = not_ready.pop(nxt, None)
+                elif count is None:
+                    raise RuntimeError(f"dependency not found for {nxt.name()}")
                 else:
                     deps[nxt] = count - 1  # type: ignore[index]
                     buffer = not_ready.get(nxt)
@@ -609,31 +608,52 @@ class Engine:
                     buffer = [None] * len(nxt.input_metadata)
                     if count != 1:
                         not_ready[nxt] = buffer
-                accumulate(buffer, edge[1], outputs[i], nxt, producer)
+                grad = outputs[i]
+                if type(grad) is _ndarray:  # a CPU gradient: no stream to sync
+                    old = buffer[pos]
+                    buffer[pos] = grad if old is None else old + grad
+                elif grad is not None:  # See Note [Streaming backwards]
+                    accumulate(buffer, pos, grad, nxt, node_stream(node))
                 if count == 1:
-                    gt.outstanding += 1
-                    ready.append((nxt, buffer))
-        if len(ready) == 1 and heap is not None and queue is gt.cpu_queue:
-            nxt = ready[0][0]
+                    became_ready += 1
+                    if ready is None:
+                        ready = (nxt, buffer)
+                    elif more is None:
+                        more = [(nxt, buffer)]
+                    else:
+                        more.append((nxt, buffer))
+            gt.outstanding += became_ready - 1
+        if ready is None:
+            return None
+        if more is None and heap is not None and queue is gt.cpu_queue:
+            nxt = ready[0]
             meta = nxt.input_metadata
             if (not nxt.is_async and (not meta or meta[0].device is CPU or gt.single_thread)
                     and (not heap or gt.key_base - nxt.sequence_nr < heap[0][0])):
-                return ready[0]  # it would be popped next anyway
-        for nxt, buffer in ready:
-            if nxt.is_async:
-                gt.port.submit(functools.partial(self._run_async_node, gt, nxt, buffer))
-                continue
-            key = gt.key_base - nxt.sequence_nr
-            meta = nxt.input_metadata
-            if not meta or meta[0].device is CPU or gt.single_thread:
-                target = gt.cpu_queue
-            else:
-                target = self.device_queue(meta[0].device)
-            if target is queue and heap is not None:
-                _heappush(heap, (key, next(_ticket), gt, nxt, buffer))
-            else:
-                target.push(key, gt, nxt, buffer)
+                return ready  # it would be popped next anyway
+        self._dispatch(gt, ready, queue, heap)
+        if more is not None:
+            for task in more:
+                self._dispatch(gt, task, queue, heap)
         return None
+
+    def _dispatch(self, gt: GraphTask, task: tuple[Node, list[Any]], queue: ReadyQueue | None,
+                  heap: list[Any] | None) -> None:
+        """Send a ready node to its executor: this one's ``heap``, a queue, or the loop."""
+        nxt, buffer = task
+        if nxt.is_async:
+            gt.port.submit(functools.partial(self._run_async_node, gt, nxt, buffer))
+            return
+        key = gt.key_base - nxt.sequence_nr
+        meta = nxt.input_metadata
+        if not meta or meta[0].device is CPU or gt.single_thread:
+            target = gt.cpu_queue
+        else:
+            target = self.device_queue(meta[0].device)
+        if target is queue and heap is not None:
+            _heappush(heap, (key, next(_ticket), gt, nxt, buffer))
+        else:
+            target.push(key, gt, nxt, buffer)
 
     async def _run_async_node(self, gt: GraphTask, node: Node, inputs: list[Any]) -> None:
         """Run an ``async def`` backward on the loop, then route its outputs."""
@@ -660,6 +680,8 @@ class Engine:
                 if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks):
                     inputs = _hooks.call_pre_hooks(node, inputs)
                 outputs = await node.apply_async(inputs, gt.create_graph)
+                if not gt.keep_graph:
+                    node.release_variables()
                 outputs = self._finish_outputs(gt, node, inputs, outputs)
         except BaseException as exc:
             with gt.lock:
@@ -966,6 +988,25 @@ class _LazyBackgroundPort:
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.engine._background_port().submit(job)
+
+
+def _plain_cpu_grads(edges: tuple[Any, ...], grads: Any) -> bool:
+    """True if ``grads`` need no fixing: one per edge, each None or a NumPy array of
+    exactly the shape and dtype its CPU consumer expects (else ``validate_outputs``)."""
+    if len(grads) != len(edges):
+        return False
+    i = 0
+    for edge in edges:
+        grad = grads[i]
+        i += 1
+        if edge is None or grad is None:
+            continue
+        meta = edge[0].input_metadata[edge[1]]
+        if (type(grad) is not _ndarray or grad.shape != meta.shape
+                or grad.dtype is not meta.dtype and grad.dtype != meta.dtype
+                or meta.device is not CPU):
+            return False
+    return True
 
 
 def _no_wake() -> None:

@@ -226,9 +226,8 @@ def compute_dependencies(root: Node, min_topo: int) -> dict[Node, int]:
     recursion.
     """
     deps: dict[Node, int] = {}
-    seen = {root}
     stack = [root]
-    get = deps.get
+    push = stack.append
     while stack:
         node = stack.pop()
         if node.topological_nr < min_topo:
@@ -237,8 +236,9 @@ def compute_dependencies(root: Node, min_topo: int) -> dict[Node, int]:
             if edge is None:
                 continue
             child = edge[0]
-            deps[child] = get(child, 0) + 1
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
+            if child in deps:
+                deps[child] += 1
+            else:  # first edge to it: visit it once (the root has no incoming edge)
+                deps[child] = 1
+                push(child)
     return deps
