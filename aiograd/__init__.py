@@ -52,6 +52,7 @@ from .autograd import (
     set_multithreading_enabled,
 )
 from .devices import Device, device
+from .engine.offload import offload
 from .function import Function, FunctionCtx, once_differentiable
 from .grad_mode import (
     detect_anomaly,
@@ -105,6 +106,7 @@ __all__ = [
     "matmul",
     "nn",
     "no_grad",
+    "offload",
     "once_differentiable",
     "optim",
     "ones",

@@ -214,7 +214,7 @@ def test_backward_in_flight_at_shutdown_completes_or_fails_but_never_hangs():
         worker.join(30)
         assert not worker.is_alive()
         # No executor holds the task any more: unfinished now means unfinished forever.
-        finished = gate.graph_task.finished.is_set()
+        finished = gate.graph_task.finished
         if finished:
             thread.join(30)
         print("RESULT " + json.dumps({"finished": finished, "outcome": outcome,

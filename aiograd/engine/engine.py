@@ -23,7 +23,7 @@ final callbacks on its loop, and is woken through the loop bridge::
                                      of this task, lock-free
                                      local heap  ------------>  node on cuda:0
                                                  <------------  its CPU child
-                                     last node: finished.set()
+                                     last node: finished = True
     <----- loop_waker(): event.set()
     final callbacks, leaf streams,
     re-raise error or return grads
@@ -269,7 +269,7 @@ class AsyncDriver:
             while True:
                 while self.inbox:
                     tg.start_soon(self.inbox.popleft())
-                if gt.finished.is_set():
+                if gt.finished:
                     break
                 await self.event.wait()
                 self.event = anyio.Event()
@@ -357,8 +357,12 @@ class Engine:
         # CPU nodes go to its queue (they would wait on it forever).
         with self._lock:
             live = set(self._live)
-        affected = set(worker.queue.graph_tasks()) | {
-            gt for gt in live if gt.cpu_queue is worker.queue}
+        affected = {gt for gt in live if gt.cpu_queue is worker.queue}
+        for task in worker.queue.drain():
+            if task[3] is not None:
+                affected.add(task[2])
+            elif task[4] is not None:
+                task[4].fail(message)
         if _tls.running is not None:
             affected.add(_tls.running)
         for gt in affected:
@@ -373,7 +377,9 @@ class Engine:
         )
         for task in queue.drain():
             gt = task[2]
-            if gt is None or task[3] is None:
+            if task[3] is None:
+                if task[4] is not None:
+                    task[4].fail(error)
                 continue
             with gt.lock:
                 gt.outstanding -= 1
@@ -390,27 +396,37 @@ class Engine:
         """Pop and run tasks of ``queue`` until shutdown, or until ``until`` finishes."""
         pop = queue.pop
         deferred_shutdown = False
-        while until is None or not until.finished.is_set():
-            task = pop()
-            if task[0] == SHUTDOWN_KEY:
-                if until is None:
-                    self._fail_stranded(queue)
-                    return
-                deferred_shutdown = True  # finish the nested drive first
-                continue
-            if task[3] is None:  # a wake-up
-                continue
-            gt = task[2]
-            heap = [task]
-            del task  # the heap owns it now: Note [Stealing gradients]
-            _tls.running = gt
-            self.run_slice(queue, gt, heap)
-            waker = self._claim_finish(gt)
-            _tls.running = None
-            del gt  # hold nothing of a finished task: its caller may be checking
-            if waker is not None:
-                waker()
-                del waker  # nor its driver and loop
+        deferred_jobs: list[Any] = []
+        try:
+            while until is None or not until.finished:
+                task = pop()
+                if task[0] == SHUTDOWN_KEY:
+                    if until is None:
+                        self._fail_stranded(queue)
+                        return
+                    deferred_shutdown = True  # finish the nested drive first
+                    continue
+                if task[3] is None:  # a wake-up, or a job (Note [Offloading])
+                    if task[4] is not None:
+                        if until is None:
+                            task[4]()
+                        else:  # jobs never run inside a nested drive
+                            deferred_jobs.append(task)
+                    continue
+                gt = task[2]
+                heap = [task]
+                del task  # the heap owns it now: Note [Stealing gradients]
+                _tls.running = gt
+                self.run_slice(queue, gt, heap)
+                waker = self._claim_finish(gt)
+                _tls.running = None
+                del gt  # hold nothing of a finished task: its caller may be checking
+                if waker is not None:
+                    waker()
+                    del waker  # nor its driver and loop
+        finally:
+            if deferred_jobs:
+                _requeue_jobs(queue, deferred_jobs)
         if deferred_shutdown:
             queue.shutdown()  # for the worker's own loop, below this nested drive
 
@@ -713,9 +729,9 @@ class Engine:
         """If ``gt`` is finished (Note [Completion]), mark it so, once, and return
         its waker for the caller to call (after dropping its own references)."""
         with gt.lock:
-            if gt.finished.is_set() or not gt.done_locked():
+            if gt.finished or not gt.done_locked():
                 return None
-            gt.finished.set()
+            gt.finished = True
         return gt.waker
 
     def _signal_if_done(self, gt: GraphTask) -> None:
@@ -810,7 +826,7 @@ class Engine:
         heap: list[Any] = []
         self._submit_root(gt, queue, heap)
         try:
-            while not gt.finished.is_set():
+            while not gt.finished:
                 if heap:
                     self.run_slice(queue, gt, heap)
                     self._claim_finish(gt)
@@ -936,9 +952,7 @@ class Engine:
             if gt in self._live:
                 self._live.discard(gt)
                 self.completed += 1
-        for message in gt.warnings:
-            warnings.warn_explicit(message.message, message.category, message.filename,
-                                   message.lineno, source=message.source)
+        replay_warnings(gt.warnings)
         gt.warnings = []
 
     def _raise_or_return(self, gt: GraphTask) -> None:
@@ -1007,6 +1021,16 @@ def _plain_cpu_grads(edges: tuple[Any, ...], grads: Any) -> bool:
                 or meta.device is not CPU):
             return False
     return True
+
+
+def _requeue_jobs(queue: ReadyQueue, tasks: list[Any]) -> None:
+    """Put offloaded jobs back on ``queue``; fail them if it is closed (its worker is gone)."""
+    jobs = [t for t in tasks if t[4] is not None]
+    try:
+        queue.push_many(jobs)
+    except RuntimeError as exc:
+        for task in jobs:
+            task[4].fail(exc)
 
 
 def _no_wake() -> None:
@@ -1124,6 +1148,13 @@ def _reset_after_fork() -> None:
 
 def _shutdown_at_exit() -> None:
     _engine.shutdown()
+
+
+def replay_warnings(messages: list[Any]) -> None:
+    """Issue, on the caller's thread, the warnings captured on an executor thread."""
+    for message in messages:
+        warnings.warn_explicit(message.message, message.category, message.filename,
+                               message.lineno, source=message.source)
 
 
 def _capture_worker_warnings() -> None:

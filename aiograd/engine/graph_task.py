@@ -129,7 +129,8 @@ class GraphTask:
         self.cpu_queue: Any = None
         self.port: Any = None
         self.waker: Callable[[], None] | None = None
-        self.finished = threading.Event()
+        #: set once, under ``lock``, by whoever completes the task (Note [Completion])
+        self.finished = False
         self.single_thread = False
         # ReadyQueue key of a node of this task: key_base - node.sequence_nr.
         self.key_base = task_key(depth, 0)

@@ -1,9 +1,11 @@
 """ReadyQueue: the priority queue of node tasks of one executor thread.
 
-Order (seed ``CompareNodeTaskTime``): shutdown first, then wake-ups (tasks
-with no node), then the deeper reentrant depth, then the higher
-``sequence_nr``. A single int key encodes that order, smallest first, and a
-counter breaks ties in FIFO order.
+Order (seed ``CompareNodeTaskTime``): shutdown first, then wake-ups, then
+node tasks (the deeper reentrant depth, then the higher ``sequence_nr``),
+then offloaded jobs (See Note [Offloading] in ``offload.py``). A single int
+key encodes that order, smallest first, and a counter breaks ties in FIFO
+order. Wake-ups and jobs have no node: a job carries its callable where a
+node task carries its inputs.
 
 Thread safety: ``push`` is called from any thread (workers hand tasks to each
 other, the loop hands results of async nodes back); ``pop`` only by the
@@ -21,6 +23,7 @@ _ticket = itertools.count()
 
 SHUTDOWN_KEY = -(1 << 200)
 WAKE_KEY = -(1 << 199)
+JOB_KEY = 1  # node keys are <= 0
 _DEPTH_SHIFT = 64
 
 
@@ -64,6 +67,10 @@ class ReadyQueue:
         """Wake the owner to re-check the task it drives (seed: a task with no fn)."""
         self.push(WAKE_KEY, graph_task, None, None)
 
+    def push_job(self, job: Any) -> None:
+        """Queue a callable to run on the owning worker after its node tasks."""
+        self.push(JOB_KEY, None, None, job)
+
     def shutdown(self) -> None:
         self.push(SHUTDOWN_KEY, None, None, None)
 
@@ -95,7 +102,3 @@ class ReadyQueue:
 
     def __len__(self) -> int:
         return len(self._heap)
-
-    def graph_tasks(self) -> list[Any]:
-        with self._cond:
-            return [t[2] for t in self._heap if t[2] is not None]

@@ -38,8 +38,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._tensor import Tensor
+
 if TYPE_CHECKING:
-    from .._tensor import Tensor
     from ..devices import Device
 
 __all__ = [
@@ -243,7 +244,6 @@ class Node:
 
     def __call__(self, *grads: Any) -> tuple[Any, ...]:
         """Apply the node to Tensor gradients outside the engine (no hooks)."""
-        from .._tensor import Tensor
         from ..grad_mode import is_grad_enabled
 
         create = is_grad_enabled()
@@ -306,8 +306,6 @@ class AccumulateGrad(Node):
         return {0: hooks} if hooks else None
 
     def apply(self, grads: list[Any], create_graph: bool) -> Sequence[Any]:
-        from .._tensor import Tensor
-
         grad = grads[0]
         var = self._variable()
         if grad is None or var is None:
@@ -430,8 +428,6 @@ def gradient_edge(t: Tensor) -> tuple[Node, int] | None:
 
 def get_gradient_edge(t: Tensor) -> GradientEdge:
     """The :class:`GradientEdge` of ``t``: its grad_fn, or its leaf's AccumulateGrad."""
-    from .._tensor import Tensor
-
     if not isinstance(t, Tensor):
         raise TypeError(f"get_gradient_edge expects a Tensor, got {type(t).__name__}")
     edge = gradient_edge(t)

@@ -1,0 +1,130 @@
+"""``await aiograd.offload(fn, ...)``: run blocking model code on the CPU worker.
+
+Note [Offloading]
+    Python code holds the GIL, so a forward pass written with aiograd
+    tensors blocks the event loop while it runs; an async service with many
+    requests in flight would spend whole loop iterations in forward passes.
+    ``offload`` runs ``fn`` on the CPU worker, the thread that also runs CPU
+    backward nodes: the loop only queues the job and is woken once, when it
+    is done. The loop gets the GIL back within the switch interval (Note
+    [Time slices]), so its other coroutines keep their schedule.
+
+    A job waits in the worker's ReadyQueue behind every node task (its key
+    sorts last), so backward passes already in flight finish before new
+    forward passes start. Inside ``fn``, ``backward_sync`` runs the backward
+    right there, driven by the worker (as in Note [Reentrant backward]).
+    Jobs run only from the worker's own loop, never inside a nested drive,
+    so one job never runs inside another.
+
+    ``fn`` runs in a copy of the caller's contextvars (grad mode, anomaly
+    mode, saved-tensor hooks); warnings it raises are replayed to the
+    caller. Cancellation: a job cancelled before it starts never runs; a
+    running job cannot be interrupted, so the caller waits for its end,
+    shielded, and then sees the cancellation. A job that can never run
+    (the engine shut down, its worker died) fails with a RuntimeError.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from ..devices import CPU
+from . import engine as _engine
+from ._bridge import loop_waker
+
+T = TypeVar("T")
+
+_PENDING, _RUNNING, _DONE = range(3)
+
+
+class OffloadJob:
+    """One call of ``fn`` for an awaiting coroutine. ``wake`` runs on the loop's thread."""
+
+    __slots__ = ("_call", "_wake", "_lock", "_state", "result", "error", "warnings")
+
+    def __init__(self, call: Callable[[], Any], wake: Callable[[], None]) -> None:
+        self._call: Callable[[], Any] | None = call
+        self._wake: Callable[[], None] | None = wake
+        self._lock = threading.Lock()
+        self._state = _PENDING
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.warnings: list[Any] = []
+
+    def __call__(self) -> None:
+        """Run the call (on the worker), unless it was cancelled first."""
+        with self._lock:
+            if self._state != _PENDING:
+                return
+            self._state = _RUNNING
+        tls = _engine._tls
+        previous, tls.warnings = tls.warnings, self.warnings
+        try:
+            self.result = self._call()  # type: ignore[misc]
+        except BaseException as exc:  # noqa: BLE001  (handed to the awaiting coroutine)
+            self.error = exc
+        finally:
+            tls.warnings = previous
+            self._finish()
+
+    def cancel(self) -> bool:
+        """Keep the job from starting. False if it already started (or ended)."""
+        with self._lock:
+            if self._state != _PENDING:
+                return False
+            self._state = _DONE
+        self._call = self._wake = None
+        return True
+
+    def fail(self, error: BaseException) -> None:
+        """The job can never run: end it with ``error``."""
+        with self._lock:
+            if self._state != _PENDING:
+                return
+            self._state = _RUNNING
+        self.error = error
+        self._finish()
+
+    def _finish(self) -> None:
+        wake = self._wake
+        self._call = self._wake = None  # hold no user objects once done
+        with self._lock:
+            self._state = _DONE
+        if wake is not None:
+            wake()
+
+
+async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run ``fn(*args, **kwargs)`` on aiograd's CPU worker and return its result.
+
+    For the model code of an async service: a forward pass, or a whole step
+    (forward and ``backward_sync``), without holding the event loop. See
+    Note [Offloading]. With multithreading disabled (``set_multithreading_enabled(False)``)
+    ``fn`` runs right here, on the caller's thread.
+    """
+    if not callable(fn):
+        raise TypeError(f"offload() expects a callable, got {type(fn).__name__}")
+    context = contextvars.copy_context()
+    if not context.run(_engine.multithreading_enabled.get):
+        return context.run(fn, *args, **kwargs)
+    done = anyio.Event()
+    job = OffloadJob(lambda: context.run(fn, *args, **kwargs), loop_waker(done.set))
+    _engine.get_engine().device_queue(CPU).push_job(job)
+    try:
+        await done.wait()
+    except BaseException:
+        if not job.cancel():
+            with anyio.CancelScope(shield=True):
+                await done.wait()
+        raise
+    _engine.replay_warnings(job.warnings)
+    error = job.error
+    if error is not None:
+        job.error = None  # the traceback's frames stay with the raise only
+        raise error
+    return job.result
