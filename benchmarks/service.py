@@ -11,15 +11,23 @@ The service runs two kinds of coroutine on one asyncio loop:
   batch 32, float32) on its own input batch; the weights are shared by all
   requests (their ``.grad`` accumulates, the same for every implementation).
   Each worker yields to the loop (``await asyncio.sleep(0)``) between requests.
+  The model is written once, with ``nn.functional`` (``linear``, ``relu``,
+  ``cross_entropy``), and run with either library's.
 
 Implementations of a request:
 
-- ``aiograd``: forward on the loop, ``await loss.backward()`` (the nodes run
-  on aiograd's CPU worker thread; the loop is free meanwhile);
+- ``aiograd``: the whole request (forward and ``backward_sync``) in
+  ``await aiograd.offload(request)``: it runs on aiograd's CPU worker, the
+  loop only hands it over and is woken when it is done (Note [Offloading]);
 - ``torch_direct``: forward and ``loss.backward()`` called directly in the
   coroutine (blocks the loop for the whole request);
 - ``torch_executor``: the whole request in ``loop.run_in_executor(None, ...)``
-  (asyncio's default thread pool).
+  (asyncio's default thread pool);
+- ``aiograd_loop_forward`` (diagnostic): the forward on the loop, then
+  ``await loss.backward()``. Python code holds the GIL, so the forward
+  passes of the 64 ready requests run back to back on the loop and the
+  heartbeat waits for all of them: why a service should offload its model
+  code.
 
 BLAS/OpenMP/PyTorch intra-op threads are pinned to 1 by default (``--threads N``
 to change; ``--threads default`` leaves the libraries' own setting): the
@@ -29,11 +37,7 @@ its own threads to be scheduled.
 
 Reported per implementation: throughput (requests/s over the request phase)
 and heartbeat lag p50 / p99 / max. An ``idle`` line gives the heartbeat lag
-of the same loop with nothing else running (the timer floor). A diagnostic
-``aiograd_forward_only`` line runs the same service with requests that do
-only the aiograd forward (no backward): the lag the forward passes alone put
-on the loop (64 ready coroutines run one forward each per loop iteration),
-which no engine design can remove.
+of the same loop with nothing else running (the timer floor).
 """
 
 from __future__ import annotations
@@ -58,10 +62,6 @@ IDLE_S = 1.0
 BUDGET_S = 15.0  # per implementation: stop handing out requests after this
 
 
-#: seconds of each aiograd forward pass run on the loop thread (current implementation)
-LOOP_FORWARD: list[float] = []
-
-
 def make_data(seed: int = 0):
     rng = np.random.default_rng(seed)
     params = []
@@ -75,10 +75,11 @@ def make_data(seed: int = 0):
 
 
 def forward(params, x, y, F):
+    """The same code for both libraries: ``F`` is torch's or aiograd's ``nn.functional``."""
     W1, b1, W2, b2, W3, b3 = params
-    h = (x @ W1.transpose(0, 1) + b1).relu()
-    h = (h @ W2.transpose(0, 1) + b2).relu()
-    return F.cross_entropy(h @ W3.transpose(0, 1) + b3, y)
+    h = F.relu(F.linear(x, W1, b1))
+    h = F.relu(F.linear(h, W2, b2))
+    return F.cross_entropy(F.linear(h, W3, b3), y)
 
 
 def percentile(sorted_xs: list[float], q: float) -> float:
@@ -150,11 +151,11 @@ def make_handlers():
     t_xs = [torch.tensor(x) for x in xs_np]
     t_ys = [torch.tensor(y) for y in ys_np]
 
+    def aiograd_request(slot: int) -> None:
+        aiograd.backward_sync(forward(a_params, a_xs[slot], a_ys[slot], AF))
+
     async def h_aiograd(slot: int) -> None:
-        t0 = perf_counter()
-        loss = forward(a_params, a_xs[slot], a_ys[slot], AF)
-        LOOP_FORWARD.append(perf_counter() - t0)
-        await loss.backward()
+        await aiograd.offload(aiograd_request, slot)
 
     def torch_request(slot: int) -> None:
         forward(t_params, t_xs[slot], t_ys[slot], TF).backward()
@@ -165,14 +166,13 @@ def make_handlers():
     async def h_torch_executor(slot: int) -> None:
         await asyncio.get_running_loop().run_in_executor(None, torch_request, slot)
 
-    async def h_aiograd_forward_only(slot: int) -> None:
-        t0 = perf_counter()
-        forward(a_params, a_xs[slot], a_ys[slot], AF)
-        LOOP_FORWARD.append(perf_counter() - t0)
+    async def h_aiograd_loop_forward(slot: int) -> None:
+        loss = forward(a_params, a_xs[slot], a_ys[slot], AF)
+        await loss.backward()
 
     return {"aiograd": h_aiograd, "torch_direct": h_torch_direct,
             "torch_executor": h_torch_executor,
-            "aiograd_forward_only (diagnostic)": h_aiograd_forward_only}
+            "aiograd_loop_forward (diagnostic)": h_aiograd_loop_forward}
 
 
 async def run_all() -> dict[str, dict]:
@@ -190,13 +190,8 @@ async def run_all() -> dict[str, dict]:
     for name, handle in make_handlers().items():
         await serve(handle, WARMUP_REQUESTS)
         gc.collect()
-        LOOP_FORWARD.clear()
         done, elapsed, lags = await serve(handle, TOTAL, BUDGET_S)
         stats = lag_stats(lags)
-        if LOOP_FORWARD:
-            fw = sorted(LOOP_FORWARD)
-            stats["loop_forward_ms_median"] = round(percentile(fw, 50) * 1e3, 3)
-            stats["loop_busy_in_forward_share"] = round(sum(fw) / elapsed, 3)
         results[name] = {"throughput": done / elapsed, **stats}
         emit(bench="service", impl=name, metric="throughput", value=round(done / elapsed, 2),
              unit="requests/s", seconds=round(elapsed, 3), requests=done,
