@@ -90,6 +90,13 @@ def median(xs: list[float]) -> float:
 Timings = dict[str, dict[str, list[float]]]
 
 
+def round_ratio(xs: list[float], ys: list[float]) -> float:
+    """Median over rounds of ``xs[r] / ys[r]``: two implementations timed in the same
+    round of :func:`interleaved` share the machine's load of that moment, so their
+    ratio moves less than the ratio of their separate medians."""
+    return median([x / max(y, 1e-12) for x, y in zip(xs, ys)])
+
+
 def interleaved(impls: dict[str, Callable[[], dict[str, float]]], *, warmup: int, rounds: int,
                 budget_s: float | None = None, collect: bool = True) -> Timings:
     """Round-robin timing: each round runs every implementation once.

@@ -113,8 +113,8 @@ def log_softmax(input: Tensor, dim: int) -> Tensor:  # noqa: A002
 class AddmmBackward0(Node):
     """``x @ weight.T + bias`` for 2-D x, as one node (PyTorch's nn.Linear records the same).
 
-    d x = g W, d W = g^T x (row-major, like W), d bias = sum of g over rows
-    (the engine's broadcast reduction). Saves x only if W needs a gradient and W
+    d x = g W, d W = g^T x (row-major, like W), d bias = sum of g over rows.
+    Saves x only if W needs a gradient and W
     only if x does.
     """
 
@@ -128,7 +128,7 @@ class AddmmBackward0(Node):
             gx = g @ self.weight.unpack(self, create_graph)
         if edges[1] is not None:
             gw = _dual.swap_last(g) @ self.input.unpack(self, create_graph)
-        gb = g if len(edges) == 3 and edges[2] is not None else None
+        gb = _dual.sum_dims(g, 0) if len(edges) == 3 and edges[2] is not None else None
         return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
 
     def release_variables(self) -> None:

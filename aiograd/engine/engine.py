@@ -264,15 +264,26 @@ class AsyncDriver:
         self.wake()
 
     async def serve(self, gt: GraphTask) -> None:
-        """Run submitted jobs until ``gt`` is finished (Note [Completion])."""
+        """Run submitted jobs until ``gt`` is finished (Note [Completion]).
+
+        The task group for the jobs is opened only when the first one arrives:
+        most backward passes have no async node and just sleep until woken.
+        """
+        while not self.inbox:
+            if gt.finished:
+                return
+            await self._sleep()
         async with anyio.create_task_group() as tg:
             while True:
                 while self.inbox:
                     tg.start_soon(self.inbox.popleft())
                 if gt.finished:
                     break
-                await self.event.wait()
-                self.event = anyio.Event()
+                await self._sleep()
+
+    async def _sleep(self) -> None:
+        await self.event.wait()
+        self.event = anyio.Event()
 
 
 class _InlinePort:
@@ -420,6 +431,8 @@ class Engine:
                 self.run_slice(queue, gt, heap)
                 waker = self._claim_finish(gt)
                 _tls.running = None
+                if gt is until:  # driven right here: the loop condition sees it finished
+                    waker = None
                 del gt  # hold nothing of a finished task: its caller may be checking
                 if waker is not None:
                     waker()
