@@ -64,11 +64,8 @@ def loop_waker(callback: Callable[[], None]) -> Callable[[], None]:
 
 def running_loop_library() -> str | None:
     """``"asyncio"`` or ``"trio"`` if that library's loop runs on this thread, else None."""
-    try:
-        asyncio.get_running_loop()
+    if asyncio._get_running_loop() is not None:  # the no-exception form (asyncio.events)
         return "asyncio"
-    except RuntimeError:
-        pass
     trio = sys.modules.get("trio")
     if trio is not None:
         try:

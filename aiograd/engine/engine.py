@@ -779,9 +779,8 @@ class Engine:
 
     def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context) -> None:
         gt.cpu_queue = cpu_queue
-        context.run(_enter_task_context, gt)
+        gt.check_nan = context.run(_enter_task_context, gt)
         gt.context = context
-        gt.check_nan = context.run(lambda: _anomaly.get() == (True, True))
         gt.outstanding = 1
         stash_current_streams(gt)
         with self._lock:
@@ -890,7 +889,7 @@ class Engine:
         gt.single_thread = not context.run(multithreading_enabled.get)
         parent = gt.parent
         gt.port = parent.port if parent is not None and parent.port is not None else None
-        gt.waker = lambda: queue.wake(None)
+        gt.waker = queue.wake
         self._start(gt, queue, context)
         if gt.port is None:
             gt.port = _LazyBackgroundPort(self)
@@ -1090,12 +1089,14 @@ def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:
 _INLINE_SAFE_TYPES: dict[type, bool] = {}
 
 
-def _enter_task_context(gt: GraphTask) -> None:
-    """Set, inside the task's context, what its nodes see."""
+def _enter_task_context(gt: GraphTask) -> bool:
+    """Set, inside the task's context, what its nodes see. Returns True if anomaly
+    mode checks gradients for NaN there."""
     parent_valid = checkpoint_valid.get()
     current_graph_task.set(gt)
     _grad_enabled.set(gt.create_graph)
     checkpoint_valid.set(parent_valid and gt.outputs is None)
+    return _anomaly.get() == (True, True)
 
 
 async def _await_in_context(gt: GraphTask, awaitable: Any) -> None:
