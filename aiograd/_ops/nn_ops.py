@@ -114,8 +114,7 @@ class AddmmBackward0(Node):
     """``x @ weight.T + bias`` for 2-D x, as one node (PyTorch's nn.Linear records the same).
 
     d x = g W, d W = g^T x (row-major, like W), d bias = sum of g over rows.
-    Saves x only if W needs a gradient and W
-    only if x does.
+    Saves x only if W needs a gradient and W only if x does.
     """
 
     __slots__ = ("input", "weight")

@@ -30,8 +30,9 @@ final callbacks on its loop, and is woken through the loop bridge::
 
 Note [Time slices]
     A worker runs the ready nodes of one GraphTask from a private heap,
-    without locking its queue, for at most ``SLICE_SECONDS``; then it puts
-    the rest back on its queue, where deeper or other tasks may come first.
+    without locking its queue, for at most ``SLICE_SECONDS``; then, if
+    anything else waits on its queue, it puts the rest back there, where
+    deeper or other tasks may come first (if nothing waits, it goes on).
     So per-node work takes no queue lock and no loop round-trip.
     The event loop gets the GIL back through CPython's forced switching: a
     thread that waits for the GIL longer than the switch interval makes the
@@ -1035,9 +1036,8 @@ def _plain_cpu_grads(edges: tuple[Any, ...], grads: Any) -> bool:
     return True
 
 
-def _requeue_jobs(queue: ReadyQueue, tasks: list[Any]) -> None:
+def _requeue_jobs(queue: ReadyQueue, jobs: list[Any]) -> None:
     """Put offloaded jobs back on ``queue``; fail them if it is closed (its worker is gone)."""
-    jobs = [t for t in tasks if t[4] is not None]
     try:
         queue.push_many(jobs)
     except RuntimeError as exc:
