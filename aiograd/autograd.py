@@ -98,8 +98,8 @@ def _make_grads(outputs: list[Tensor], grads: list[Any], create_graph: bool,
                         f"{out.dtype}"
                     )
                 ones = out.device.xp.ones_like(out.data)
-                g = Tensor._wrap(ones, out.device)
-            result.append(g if g is None or create_graph else g.data)
+                g = Tensor._wrap(ones, out.device) if create_graph else ones
+            result.append(g)
             continue
         if isinstance(g, numbers.Number) or not isinstance(g, Tensor):
             raise TypeError(

@@ -277,13 +277,13 @@ def _class_targets(target: Any, logits: Tensor) -> Any:
             f"{tuple(logits.shape)}, got {tuple(t.shape)}"
         )
     t = t.reshape((n,))
-    if n:
+    # One pass: as unsigned, a negative index is huge (``uint`` view of the same bytes).
+    if n and int(t.view(t.dtype.str.replace("i", "u")).max()) >= c:
         lo, hi = int(t.min()), int(t.max())
-        if lo < 0 or hi >= c:
-            raise IndexError(
-                f"Target {lo if lo < 0 else hi} is out of bounds: class indices must be in "
-                f"[0, {c}). (ignore_index is not supported.)"
-            )
+        raise IndexError(
+            f"Target {lo if lo < 0 else hi} is out of bounds: class indices must be in "
+            f"[0, {c}). (ignore_index is not supported.)"
+        )
     return t
 
 
