@@ -16,7 +16,8 @@ Implementations (same initial weights, same batch):
   asyncio loop (nodes run on the CPU worker thread).
 - ``aiograd_nn``: ``nn.Sequential(Linear, ReLU, ...)`` + ``nn.functional.cross_entropy``,
   ``backward_sync`` (module overhead on top of the functional version).
-- ``torch``: ``F.linear`` / ``relu`` / ``F.cross_entropy``, ``loss.backward()``.
+- ``torch``: the same tensor code as ``aiograd_backward_sync`` (``x @ W.transpose(0, 1) + b``,
+  ``.relu()``, ``F.cross_entropy``), ``loss.backward()``.
 
 Parameter ``.grad`` is reset to None before every step (outside the clock),
 so each step writes fresh gradients as the NumPy version does. Rounds are
