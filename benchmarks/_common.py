@@ -78,7 +78,8 @@ def env_line(bench: str) -> None:
     ]
     emit(bench=bench, impl="env", metric="environment", value=None, unit=None,
          python=sys.version.split()[0], numpy=numpy.__version__, torch=torch_info,
-         cpus=os.cpu_count(), machine=platform.machine(), threadpools=pools,
+         cpus=os.cpu_count(), pinned_to=sorted(os.sched_getaffinity(0)),
+         machine=platform.machine(), threadpools=pools,
          OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE"),
          OPENBLAS_L2_SIZE=os.environ.get("OPENBLAS_L2_SIZE"), loadavg=loadavg())
 
