@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from probes import passthrough
 
 import aiograd as ag
 from aiograd.engine import engine as engine_mod
@@ -22,20 +23,14 @@ def leaf(values, dtype="float32"):
     return ag.tensor(np.array(values, dtype=dtype), requires_grad=True)
 
 
-def passthrough(on_backward):
-    """A custom Function ``y = x * 1`` whose backward calls ``on_backward()`` first."""
-
-    class PassThrough(ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            on_backward()
-            return g
-
-    return PassThrough
+@pytest.fixture
+def loop_wakes(monkeypatch) -> list[int]:
+    """Records one entry each time a worker wakes an awaiting driver's loop."""
+    wakes: list[int] = []
+    original = engine_mod.AsyncDriver._on_wake
+    monkeypatch.setattr(engine_mod.AsyncDriver, "_on_wake",
+                        lambda self: (wakes.append(1), original(self)))
+    return wakes
 
 
 # ---- backward() and grad() ----
@@ -609,24 +604,13 @@ async def test_async_backward_function_runs_on_the_loop_thread():
 
 
 @pytest.mark.anyio
-async def test_loop_is_woken_once_per_graph_task():
-    wakes = []
-    original = engine_mod.AsyncDriver._on_wake
-
-    def counting(self):
-        wakes.append(1)
-        original(self)
-
-    engine_mod.AsyncDriver._on_wake = counting
-    try:
-        x = leaf([1.0, 2.0])
-        y = x
-        for _ in range(500):
-            y = y * 1.0001 + 0.0001
-        await ag.backward(y, ag.ones(2))
-    finally:
-        engine_mod.AsyncDriver._on_wake = original
-    assert len(wakes) == 1
+async def test_loop_is_woken_once_per_graph_task(loop_wakes):
+    x = leaf([1.0, 2.0])
+    y = x
+    for _ in range(500):
+        y = y * 1.0001 + 0.0001
+    await ag.backward(y, ag.ones(2))
+    assert len(loop_wakes) == 1
 
 
 @pytest.mark.anyio
@@ -684,17 +668,11 @@ def test_second_order_gradients_match_pytorch():
 
 
 @pytest.mark.anyio
-async def test_small_builtin_graph_runs_inline_without_a_thread_handoff():
-    wakes = []
-    original = engine_mod.AsyncDriver._on_wake
-    engine_mod.AsyncDriver._on_wake = lambda self: (wakes.append(1), original(self))
-    try:
-        x = leaf([1.0, 2.0])
-        await ag.backward((x * x).sum())
-    finally:
-        engine_mod.AsyncDriver._on_wake = original
+async def test_small_builtin_graph_runs_inline_without_a_thread_handoff(loop_wakes):
+    x = leaf([1.0, 2.0])
+    await ag.backward((x * x).sum())
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
-    assert wakes == []
+    assert loop_wakes == []
 
 
 @pytest.mark.anyio
@@ -708,16 +686,10 @@ async def test_graph_with_user_code_never_runs_on_the_loop():
 
 
 @pytest.mark.anyio
-async def test_inline_limits_can_send_every_graph_to_the_workers(workers_only):
-    wakes = []
-    original = engine_mod.AsyncDriver._on_wake
-    engine_mod.AsyncDriver._on_wake = lambda self: (wakes.append(1), original(self))
-    try:
-        x = leaf([1.0, 2.0])
-        await ag.backward((x * x).sum())
-    finally:
-        engine_mod.AsyncDriver._on_wake = original
+async def test_inline_limits_can_send_every_graph_to_the_workers(workers_only, loop_wakes):
+    x = leaf([1.0, 2.0])
+    await ag.backward((x * x).sum())
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
-    assert wakes == [1]
+    assert loop_wakes == [1]
     with pytest.raises(ValueError, match="max_nodes must be a non-negative int"):
         ag.engine.set_inline_limits(max_nodes=-1)

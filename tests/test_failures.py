@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from probes import passthrough
 
 import aiograd as ag
 from aiograd import engine
@@ -556,16 +557,7 @@ async def test_dead_worker_fails_every_task_queued_on_it(workers_only, monkeypat
     await correct_backward_works()
     started, release = threading.Event(), threading.Event()
 
-    class Blocks(ag.Function):
-        @staticmethod
-        def forward(ctx, t):
-            return t * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            started.set()
-            release.wait(20)
-            return g
+    Blocks = passthrough(lambda: (started.set(), release.wait(20)))
 
     outcomes: list[BaseException | None] = []
 
@@ -598,16 +590,7 @@ async def test_dead_worker_does_not_fail_an_unrelated_graph_task(workers_only, m
     await correct_backward_works()
     started, release = threading.Event(), threading.Event()
 
-    class Blocks(ag.Function):
-        @staticmethod
-        def forward(ctx, t):
-            return t * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            started.set()
-            release.wait(20)
-            return g
+    Blocks = passthrough(lambda: (started.set(), release.wait(20)))
 
     outcome: dict[str, Any] = {}
     unrelated = leaf()

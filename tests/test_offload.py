@@ -18,7 +18,7 @@ import warnings
 import anyio
 import numpy as np
 import pytest
-from test_engine import passthrough
+from probes import passthrough
 
 import aiograd as ag
 from aiograd import engine
