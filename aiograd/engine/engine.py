@@ -491,7 +491,7 @@ class Engine:
         release = not gt.keep_graph
         check_nan = gt.check_nan
         instrumented = gt.exec_info is not None
-        finish = self._finish_outputs
+        after = self._after_outputs
         route = self._route
         follow: tuple[Node, list[Any]] | None = None
         while heap or follow is not None:
@@ -525,9 +525,10 @@ class Engine:
                         outputs = node.apply(inputs, create_graph)
                         if release:
                             node.release_variables()
-                        if (node._post_hooks or check_nan
-                                or not _plain_cpu_grads(node.next_edges, outputs)):
-                            outputs = finish(gt, node, inputs, outputs)
+                        if not _plain_cpu_grads(node.next_edges, outputs):
+                            outputs = validate_outputs(node, outputs)
+                        if node._post_hooks or check_nan:
+                            outputs = after(gt, node, inputs, outputs)
             except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
                 with gt.lock:
                     gt.outstanding -= 1
@@ -567,6 +568,10 @@ class Engine:
         """Validate ``outputs``, then post-hooks and the anomaly NaN check."""
         if not _plain_cpu_grads(node.next_edges, outputs):
             outputs = validate_outputs(node, outputs)
+        return self._after_outputs(gt, node, inputs, outputs)
+
+    def _after_outputs(self, gt: GraphTask, node: Node, inputs: list[Any], outputs: Any) -> Any:
+        """Post-hooks (their results validated) and the anomaly NaN check."""
         if node._post_hooks:
             outputs = validate_outputs(node, _hooks.call_post_hooks(node, outputs, inputs))
         if gt.check_nan:
