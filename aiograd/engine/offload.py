@@ -39,29 +39,35 @@ from ._bridge import loop_waker
 
 T = TypeVar("T")
 
-_PENDING, _RUNNING, _DONE = range(3)
-
 
 class OffloadJob:
-    """One call of ``fn`` for an awaiting coroutine. ``wake`` runs on the loop's thread."""
+    """One call of ``fn`` for an awaiting coroutine. ``wake`` runs on the loop's thread.
 
-    __slots__ = ("_call", "_wake", "_lock", "_state", "result", "error", "warnings")
+    Exactly one of running, cancelling and failing takes the job (``_claim``).
+    """
+
+    __slots__ = ("_call", "_wake", "_lock", "_claimed", "result", "error", "warnings")
 
     def __init__(self, call: Callable[[], Any], wake: Callable[[], None]) -> None:
         self._call: Callable[[], Any] | None = call
         self._wake: Callable[[], None] | None = wake
         self._lock = threading.Lock()
-        self._state = _PENDING
+        self._claimed = False
         self.result: Any = None
         self.error: BaseException | None = None
         self.warnings: list[Any] = []
 
+    def _claim(self) -> bool:
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
     def __call__(self) -> None:
         """Run the call (on the worker), unless it was cancelled first."""
-        with self._lock:
-            if self._state != _PENDING:
-                return
-            self._state = _RUNNING
+        if not self._claim():
+            return
         tls = _engine._tls
         previous, tls.warnings = tls.warnings, self.warnings
         try:
@@ -74,29 +80,21 @@ class OffloadJob:
 
     def cancel(self) -> bool:
         """Keep the job from starting. False if it already started (or ended)."""
-        with self._lock:
-            if self._state != _PENDING:
-                return False
-            self._state = _DONE
+        if not self._claim():
+            return False
         self._call = self._wake = None
         return True
 
     def fail(self, error: BaseException) -> None:
         """The job can never run: end it with ``error``."""
-        with self._lock:
-            if self._state != _PENDING:
-                return
-            self._state = _RUNNING
-        self.error = error
-        self._finish()
+        if self._claim():
+            self.error = error
+            self._finish()
 
     def _finish(self) -> None:
         wake = self._wake
         self._call = self._wake = None  # hold no user objects once done
-        with self._lock:
-            self._state = _DONE
-        if wake is not None:
-            wake()
+        wake()  # type: ignore[misc]
 
 
 async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
