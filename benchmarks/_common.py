@@ -84,6 +84,19 @@ def env_line(bench: str) -> None:
          OPENBLAS_L2_SIZE=os.environ.get("OPENBLAS_L2_SIZE"), loadavg=loadavg())
 
 
+def mlp_params(sizes: list[int] | tuple[int, ...], rng: Any) -> list[Any]:
+    """``[W1, b1, W2, b2, ...]`` for layers ``sizes[i] -> sizes[i + 1]``, float32,
+    W of shape (out, in), both ~ U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's Linear init)."""
+    import numpy
+
+    params = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        bound = 1.0 / numpy.sqrt(fan_in)
+        params.append(rng.uniform(-bound, bound, (fan_out, fan_in)).astype(numpy.float32))
+        params.append(rng.uniform(-bound, bound, (fan_out,)).astype(numpy.float32))
+    return params
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
 

@@ -41,7 +41,7 @@ import tracemalloc
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import configure_threads, emit, env_line, perf_counter  # noqa: E402
+from _common import configure_threads, emit, env_line, mlp_params, perf_counter  # noqa: E402
 
 WIDTH = 1024
 LAYERS = 10
@@ -52,12 +52,7 @@ MB = 1024 * 1024
 
 def make_data(seed: int = 0):
     rng = np.random.default_rng(seed)
-    sizes = [WIDTH] * LAYERS + [CLASSES]
-    params = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        bound = 1.0 / np.sqrt(fan_in)
-        params.append(rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32))
-        params.append(rng.uniform(-bound, bound, (fan_out,)).astype(np.float32))
+    params = mlp_params([WIDTH] * LAYERS + [CLASSES], rng)
     x = rng.standard_normal((BATCH, WIDTH)).astype(np.float32)
     y = rng.integers(0, CLASSES, BATCH).astype(np.int64)
     return params, x, y

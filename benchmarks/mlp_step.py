@@ -40,6 +40,7 @@ from _common import (  # noqa: E402
     env_line,
     interleaved,
     median,
+    mlp_params,
     perf_counter,
     round_ratio,
 )
@@ -53,11 +54,7 @@ BUDGET_S = 35.0
 
 def make_data(seed: int = 0):
     rng = np.random.default_rng(seed)
-    params = []
-    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
-        bound = 1.0 / np.sqrt(fan_in)
-        params.append(rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32))
-        params.append(rng.uniform(-bound, bound, (fan_out,)).astype(np.float32))
+    params = mlp_params(SIZES, rng)
     x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
     y = rng.integers(0, SIZES[-1], BATCH).astype(np.int64)
     return params, x, y

@@ -50,7 +50,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import configure_threads, emit, env_line, perf_counter  # noqa: E402
+from _common import configure_threads, emit, env_line, mlp_params, perf_counter  # noqa: E402
 
 SIZES = (64, 128, 128, 10)
 BATCH = 32
@@ -64,11 +64,7 @@ BUDGET_S = 15.0  # per implementation: stop handing out requests after this
 
 def make_data(seed: int = 0):
     rng = np.random.default_rng(seed)
-    params = []
-    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
-        bound = 1.0 / np.sqrt(fan_in)
-        params.append(rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32))
-        params.append(rng.uniform(-bound, bound, (fan_out,)).astype(np.float32))
+    params = mlp_params(SIZES, rng)
     xs = [rng.standard_normal((BATCH, SIZES[0])).astype(np.float32) for _ in range(CONCURRENCY)]
     ys = [rng.integers(0, SIZES[-1], BATCH).astype(np.int64) for _ in range(CONCURRENCY)]
     return params, xs, ys
