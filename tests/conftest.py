@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,3 +52,15 @@ def workers_only():
         yield
     finally:
         aiograd.engine.set_inline_limits()
+
+
+@pytest.fixture
+def no_cyclic_gc() -> Iterator[None]:
+    """The cyclic collector off for one test (after a full collection): memory must
+    come back through reference counting alone."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

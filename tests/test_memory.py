@@ -14,16 +14,6 @@ import aiograd as ag
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def no_cyclic_gc():
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def aiograd_garbage() -> list[str]:
     """Run the cyclic collector and return the aiograd objects it had to free."""
     gc.set_debug(gc.DEBUG_SAVEALL)

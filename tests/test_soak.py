@@ -214,16 +214,6 @@ def test_soak_of_20000_backward_passes_leaves_nothing_behind():
 # ---- a 100,000-node chain ----
 
 
-@pytest.fixture
-def no_cyclic_gc():
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def chain(x: ag.Tensor, length: int) -> tuple[ag.Tensor, weakref.ref]:
     """``x * 1.0`` repeated ``length`` times, and a weakref to the first node."""
     y = x * 1.0
