@@ -26,6 +26,7 @@ from anyio import wait_all_tasks_blocked
 import aiograd as ag
 from aiograd import engine
 from aiograd.engine import engine as engine_mod
+from aiograd.engine._bridge import LoopSignal
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -190,18 +191,18 @@ class Wakes:
         self.drivers = 0
         self.wakes = 0
         driver = engine_mod.AsyncDriver
-        init, on_wake = driver.__init__, driver._on_wake
+        init, fire = driver.__init__, LoopSignal._fire
 
         def counting_init(this: engine_mod.AsyncDriver) -> None:
             self.drivers += 1  # on the loop thread
             init(this)
 
-        def counting_wake(this: engine_mod.AsyncDriver) -> None:
-            self.wakes += 1  # on the loop thread: _on_wake is what the waker schedules
-            on_wake(this)
+        def counting_fire(this: LoopSignal) -> None:
+            self.wakes += 1  # on the loop thread: _fire is what a worker's set() schedules
+            fire(this)
 
         monkeypatch.setattr(driver, "__init__", counting_init)
-        monkeypatch.setattr(driver, "_on_wake", counting_wake)
+        monkeypatch.setattr(LoopSignal, "_fire", counting_fire)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from probes import passthrough
 
 import aiograd as ag
-from aiograd.engine import engine as engine_mod
+from aiograd.engine._bridge import LoopSignal
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,11 +25,10 @@ def leaf(values, dtype="float32"):
 
 @pytest.fixture
 def loop_wakes(monkeypatch) -> list[int]:
-    """Records one entry each time a worker wakes an awaiting driver's loop."""
+    """Records one entry each time an awaiting driver's loop is woken (its signal fires)."""
     wakes: list[int] = []
-    original = engine_mod.AsyncDriver._on_wake
-    monkeypatch.setattr(engine_mod.AsyncDriver, "_on_wake",
-                        lambda self: (wakes.append(1), original(self)))
+    original = LoopSignal._fire
+    monkeypatch.setattr(LoopSignal, "_fire", lambda self: (wakes.append(1), original(self)))
     return wakes
 
 

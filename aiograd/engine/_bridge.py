@@ -9,8 +9,13 @@ that sets an event on the loop thread.
     worker thread                       event-loop thread
     -------------                       -----------------
     last node done
-    gt.finish() --> waker() ----------> callback: event.set()
+    gt.finish() --> signal.set() -----> callback: resolve the waiter
                                         awaiting coroutine resumes
+
+A :class:`LoopSignal` is that event. Under asyncio it is a bare future
+(no anyio ``Event`` and its backend lookup on every wait): the awaiting side
+of every ``await backward()`` and every ``offload`` pays for it once per
+call, on the loop, which is also where a service spends its GIL time.
 """
 
 from __future__ import annotations
@@ -18,48 +23,83 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from collections.abc import Callable
+from typing import Any
 
 
-def loop_waker(callback: Callable[[], None]) -> Callable[[], None]:
-    """Return a thread-safe function that runs ``callback`` on the current loop.
+class LoopSignal:
+    """An event set from any thread and awaited on the loop that made it.
 
-    Must be called on the event-loop thread, inside a task. If the loop has
-    already closed when the waker fires, the call is dropped: nobody is left
-    to wake.
+    Make it on the loop's thread, inside a task. ``set`` never blocks and
+    never runs a waiter on the caller's thread: from another thread it
+    schedules the wake-up with the loop's thread-safe entry (and is dropped if
+    the loop has closed: nobody is left to wake). ``wait`` returns at once
+    once set, and may be awaited again after a cancelled wait; ``clear``
+    re-arms it. Invariant: ``is_set`` and the waiter change on the loop's
+    thread only.
     """
-    library = running_loop_library()
-    if library == "asyncio":
-        loop = asyncio.get_running_loop()
-        loop_thread = threading.get_ident()
 
-        def wake_asyncio() -> None:
-            if threading.get_ident() == loop_thread:
-                callback()
-                return
+    __slots__ = ("is_set", "_waiter", "_loop", "_token", "_thread", "_library")
+
+    def __init__(self) -> None:
+        self.is_set = False
+        self._waiter: Any = None
+        self._thread = threading.get_ident()
+        self._library = running_loop_library()
+        if self._library == "asyncio":
+            self._loop = asyncio.get_running_loop()
+        elif self._library == "trio":
+            import trio
+
+            self._token = trio.lowlevel.current_trio_token()
+        else:
+            raise RuntimeError(
+                "await aiograd.backward() needs a running asyncio or trio event loop")
+
+    def set(self) -> None:
+        if threading.get_ident() == self._thread:
+            self._fire()
+        elif self._library == "asyncio":
             try:
-                loop.call_soon_threadsafe(callback)
+                self._loop.call_soon_threadsafe(self._fire)
             except RuntimeError:  # loop closed
                 pass
+        else:
+            import trio
 
-        return wake_asyncio
-    if library == "trio":
-        import trio
-
-        token = trio.lowlevel.current_trio_token()
-        loop_thread = threading.get_ident()
-
-        def wake_trio() -> None:
-            if threading.get_ident() == loop_thread:
-                callback()
-                return
             try:
-                token.run_sync_soon(callback)
+                self._token.run_sync_soon(self._fire)
             except trio.RunFinishedError:
                 pass
 
-        return wake_trio
-    raise RuntimeError("await aiograd.backward() needs a running asyncio or trio event loop")
+    def _fire(self) -> None:
+        self.is_set = True
+        waiter = self._waiter
+        if waiter is None:
+            return
+        if self._library == "asyncio":
+            if not waiter.done():  # done: its wait was cancelled
+                waiter.set_result(None)
+        else:
+            waiter.set()
+
+    async def wait(self) -> None:
+        if self.is_set:
+            return
+        if self._library == "asyncio":
+            waiter = self._waiter
+            if waiter is None or waiter.done():
+                waiter = self._waiter = self._loop.create_future()
+            await waiter
+        else:
+            import trio
+
+            if self._waiter is None:
+                self._waiter = trio.Event()
+            await self._waiter.wait()
+
+    def clear(self) -> None:
+        self.is_set = False
+        self._waiter = None
 
 
 def running_loop_library() -> str | None:

@@ -19,12 +19,12 @@ final callbacks on its loop, and is woken through the loop bridge::
     event loop (driver)              CPU worker                 cuda:0 worker
     -------------------              ----------                 -------------
     submit root ------------------>  prepare (dependencies)
-    await driver.event               slice: run ready nodes
+    await driver.signal              slice: run ready nodes
                                      of this task, lock-free
                                      local heap  ------------>  node on cuda:0
                                                  <------------  its CPU child
                                      last node: finished = True
-    <----- loop_waker(): event.set()
+    <----- LoopSignal.set()
     final callbacks, leaf streams,
     re-raise error or return grads
 
@@ -91,7 +91,7 @@ from ..devices import CPU, Device
 from ..grad_mode import _anomaly, _grad_enabled
 from ..graph._node import AccumulateGrad, GraphRoot, Node
 from . import hooks as _hooks
-from ._bridge import loop_waker, running_loop_library
+from ._bridge import LoopSignal, running_loop_library
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .input_buffer import accumulate, node_stream, stash_current_streams, sync_leaf_streams
 from .ready_queue import SHUTDOWN_KEY, ReadyQueue, _ticket
@@ -250,15 +250,9 @@ class AsyncDriver:
 
     def __init__(self) -> None:
         self.inbox: deque[Callable[[], Any]] = deque()
-        self.event = anyio.Event()
-        self.wake = loop_waker(self._on_wake)
-
-    def _on_wake(self) -> None:
-        self.event.set()
-
-    def close(self) -> None:
-        """Break the driver -> waker -> driver cycle once its task is done."""
-        self.wake = _no_wake
+        self.signal = LoopSignal()
+        #: thread-safe: wakes ``serve`` (the GraphTask's waker)
+        self.wake = self.signal.set
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.inbox.append(job)
@@ -283,8 +277,8 @@ class AsyncDriver:
                 await self._sleep()
 
     async def _sleep(self) -> None:
-        await self.event.wait()
-        self.event = anyio.Event()
+        await self.signal.wait()
+        self.signal.clear()
 
 
 class _InlinePort:
@@ -830,8 +824,6 @@ class Engine:
                 await driver.serve(gt)
             self._finish(gt)
             raise
-        finally:
-            driver.close()
         await self._finalize_async(gt)
 
     async def _run_inline(self, gt: GraphTask, context: contextvars.Context) -> None:
@@ -1048,10 +1040,6 @@ def _requeue_jobs(queue: ReadyQueue, jobs: list[Any]) -> None:
     except RuntimeError as exc:
         for task in jobs:
             task[4].fail(exc)
-
-
-def _no_wake() -> None:
-    pass
 
 
 def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:

@@ -35,7 +35,7 @@ import anyio
 
 from ..devices import CPU
 from . import engine as _engine
-from ._bridge import loop_waker
+from ._bridge import LoopSignal
 
 T = TypeVar("T")
 
@@ -110,8 +110,8 @@ async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     context = contextvars.copy_context()
     if not context.run(_engine.multithreading_enabled.get):
         return context.run(fn, *args, **kwargs)
-    done = anyio.Event()
-    job = OffloadJob(lambda: context.run(fn, *args, **kwargs), loop_waker(done.set))
+    done = LoopSignal()
+    job = OffloadJob(lambda: context.run(fn, *args, **kwargs), done.set)
     _engine.get_engine().device_queue(CPU).push_job(job)
     try:
         await done.wait()
