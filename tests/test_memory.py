@@ -109,3 +109,64 @@ def test_pack_hook_returning_the_output_itself_is_not_a_cycle(no_cyclic_gc):
     del y
     assert node() is None
     assert aiograd_garbage() == []
+
+
+# ---- Note [Stealing gradients] ----
+
+N = 1 << 20  # 4 MiB of float32
+
+
+def backward_peak_bytes(loss, *args) -> int:
+    """Peak traced memory of ``backward_sync(loss, *args)`` above what existed before."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        ag.backward_sync(loss, *args)
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_first_gradient_is_stored_without_a_copy():
+    x = ag.tensor(np.ones(N, np.float32), requires_grad=True)
+    seed = ag.ones(N)
+    # MulBackward makes one fresh array; .grad takes it as is (a copy would be 8 MiB).
+    assert backward_peak_bytes(x * 2.0, seed) < 1.5 * 4 * N
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(N, 2.0, np.float32))
+
+
+def test_sum_gradient_becomes_a_grad_of_its_own_memory():
+    x = ag.tensor(np.ones(4, np.float32), requires_grad=True)
+    ag.backward_sync(x.sum())  # its backward gives a read-only broadcast view
+    grad = x.grad.data
+    assert grad.flags.writeable and grad.flags.c_contiguous and grad.strides == (4,)
+    x.grad.mul_(3.0)  # a .grad can be changed in place (an optimizer's step)
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0, 3.0, 3.0])
+
+
+def test_backward_twice_accumulates_like_pytorch():
+    torch = pytest.importorskip("torch")
+
+    def run(lib, backward):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        backward(x.sum())
+        backward(x.mean())
+        backward((x * x).sum())
+        return x.grad.numpy()
+
+    ours = run(ag, ag.backward_sync)
+    theirs = run(torch, lambda loss: loss.backward())
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_create_graph_gradient_is_cloned_then_accumulated_by_plain_backward():
+    x = ag.tensor(np.ones(4, np.float32), requires_grad=True)
+    seed = ag.ones(4)
+    with pytest.warns(UserWarning, match="create_graph=True"):
+        ag.backward_sync(x, seed, create_graph=True)  # the seed reaches x's AccumulateGrad
+    assert not np.shares_memory(x.grad.data, seed.data)
+    y = ag.tensor(np.ones(4, np.float32), requires_grad=True)
+    with pytest.warns(UserWarning, match="create_graph=True"):
+        ag.backward_sync(y.sum(), create_graph=True)
+    ag.backward_sync(y.sum())  # adds in place into the first, cloned gradient
+    np.testing.assert_array_equal(y.grad.numpy(), [2.0, 2.0, 2.0, 2.0])

@@ -270,10 +270,14 @@ class AccumulateGrad(Node):
     Note [Stealing gradients]
         The first gradient a leaf gets is stored without a copy when nothing
         else can see it: the only references to it (and, for a view, to its
-        base) are the engine's own. Otherwise, e.g. when AddBackward passed
-        one array to two leaves, or the caller passed it as ``grad_tensors``,
-        it is copied, so ``.grad`` never aliases anything. Later gradients
-        are added in place (out of place with create_graph).
+        base) are the engine's own, and it is writeable dense memory (C- or
+        F-ordered). Otherwise, e.g. when AddBackward passed one array to two
+        leaves, the caller passed it as ``grad_tensors``, or it is the
+        read-only broadcast view ``sum()``'s backward makes, it is copied, so
+        ``.grad`` never aliases anything and can be added to in place. Later
+        gradients are added in place. With create_graph the first gradient
+        is cloned (recorded, so it keeps its history) and later ones are
+        added out of place, as PyTorch does.
     """
 
     __slots__ = ("_variable", "lock")
@@ -314,12 +318,13 @@ class AccumulateGrad(Node):
             old = var._grad
             if create_graph:
                 new = grad if isinstance(grad, Tensor) else Tensor._wrap(grad)
-                var._grad = new if old is None else old + new
+                var._grad = new.clone() if old is None else old + new
             elif old is None:
                 # See Note [Stealing gradients].
                 base = grad.base
-                if sys.getrefcount(grad) > _OWNED_REFS or (
-                        base is not None and sys.getrefcount(base) > _BASE_REFS):
+                if (sys.getrefcount(grad) > _OWNED_REFS
+                        or (base is not None and sys.getrefcount(base) > _BASE_REFS)
+                        or not _dense_writeable(grad)):
                     grad = grad.copy()
                 var._grad = Tensor._wrap(grad, var.device)
             elif old.grad_fn is not None:
@@ -337,6 +342,16 @@ class AccumulateGrad(Node):
 
     def name(self) -> str:
         return "AccumulateGrad"
+
+
+def _dense_writeable(array: Any) -> bool:
+    """True if ``array`` may become a ``.grad``: writeable, and C- or F-ordered.
+
+    Called after the reference counts are read: a ``flags`` object holds a
+    reference to its array. CuPy's flags have no ``writeable``: its arrays are.
+    """
+    flags = array.flags
+    return getattr(flags, "writeable", True) and (flags.c_contiguous or flags.f_contiguous)
 
 
 # References to a gradient that nothing else holds, seen inside
