@@ -135,6 +135,19 @@ def build_impls(loop):
     model = ann.Sequential(*mods)
     n_params = list(model.parameters())
 
+    def phases(t0: float, t1: float, t2: float) -> dict[str, float]:
+        return {"total": t2 - t0, "forward": t1 - t0, "backward": t2 - t1}
+
+    def timed_step(params, forward, backward):
+        """One step: ``.grad`` reset outside the clock, then forward and backward timed."""
+        for p in params:
+            p.grad = None
+        t0 = perf_counter()
+        loss = forward()
+        t1 = perf_counter()
+        backward(loss)
+        return phases(t0, t1, perf_counter())
+
     def step_numpy():
         t0 = perf_counter()
         loss, saved = numpy_forward(params_np, x_np, y_np)
@@ -142,17 +155,11 @@ def build_impls(loop):
         grads = numpy_backward(params_np, x_np, y_np, saved)
         t2 = perf_counter()
         del grads, saved
-        return {"total": t2 - t0, "forward": t1 - t0, "backward": t2 - t1}
+        return phases(t0, t1, t2)
 
     def step_aiograd_sync():
-        for p in a_params:
-            p.grad = None
-        t0 = perf_counter()
-        loss = tensor_forward(a_params, a_x, a_y, AF)
-        t1 = perf_counter()
-        aiograd.backward_sync(loss)
-        t2 = perf_counter()
-        return {"total": t2 - t0, "forward": t1 - t0, "backward": t2 - t1}
+        return timed_step(a_params, lambda: tensor_forward(a_params, a_x, a_y, AF),
+                          aiograd.backward_sync)
 
     def step_aiograd_async():
         async def go():
@@ -162,29 +169,16 @@ def build_impls(loop):
             loss = tensor_forward(a_params, a_x, a_y, AF)
             t1 = perf_counter()
             await aiograd.backward(loss)
-            t2 = perf_counter()
-            return {"total": t2 - t0, "forward": t1 - t0, "backward": t2 - t1}
+            return phases(t0, t1, perf_counter())
         return loop.run_until_complete(go())
 
     def step_aiograd_nn():
-        for p in n_params:
-            p.grad = None
-        t0 = perf_counter()
-        loss = AF.cross_entropy(model(a_x), a_y)
-        t1 = perf_counter()
-        aiograd.backward_sync(loss)
-        t2 = perf_counter()
-        return {"total": t2 - t0, "forward": t1 - t0, "backward": t2 - t1}
+        return timed_step(n_params, lambda: AF.cross_entropy(model(a_x), a_y),
+                          aiograd.backward_sync)
 
     def step_torch():
-        for p in t_params:
-            p.grad = None
-        t0 = perf_counter()
-        loss = tensor_forward(t_params, t_x, t_y, TF)
-        t1 = perf_counter()
-        loss.backward()
-        t2 = perf_counter()
-        return {"total": t2 - t0, "forward": t1 - t0, "backward": t2 - t1}
+        return timed_step(t_params, lambda: tensor_forward(t_params, t_x, t_y, TF),
+                          lambda loss: loss.backward())
 
     # sanity: same loss and gradients everywhere
     loss_np, saved = numpy_forward(params_np, x_np, y_np)
