@@ -18,7 +18,7 @@ from .engine import engine as _engine_mod
 from .engine.engine import multithreading_enabled
 from .engine.graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .engine.input_buffer import CURRENT_STREAM, accumulate
-from .engine.validate import validate_outputs
+from .engine.validate import plain_cpu_grads, validate_outputs
 from .graph._node import GradientEdge, GraphRoot, Node, gradient_edge
 
 __all__ = [
@@ -188,17 +188,18 @@ def _make_task(
         output_edges = _input_edges(inputs, for_backward=accumulate_grad)
     if accumulate_grad and create_graph:
         warnings.warn(_CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
-    root = GraphRoot(tuple(root_edges), grads)
-    root.outputs = validate_outputs(root, grads)
-    if len(root_edges) == 1:
-        node, input_nr = root_edges[0]  # type: ignore[misc]
+    edges = tuple(root_edges)
+    if not plain_cpu_grads(edges, grads):  # else there is nothing to check or fix
+        grads = validate_outputs(GraphRoot(edges, grads), grads)
+    if len(edges) == 1:
+        node, input_nr = edges[0]  # type: ignore[misc]
         buffer: list[Any] = [None] * len(node.input_metadata)
         # The root gradient was made on the caller's current stream: See Note
         # [Streaming backwards].
-        accumulate(buffer, input_nr, root.outputs[0], node, CURRENT_STREAM)
+        accumulate(buffer, input_nr, grads[0], node, CURRENT_STREAM)
         root_node: Node = node
     else:
-        root_node, buffer = root, []
+        root_node, buffer = GraphRoot(edges, grads), []
     parent = current_graph_task.get()
     gt = GraphTask(
         keep_graph=keep_graph,

@@ -9,8 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy
+
 from .._tensor import Tensor
 from ..devices import device_of_array
+
+_ndarray = numpy.ndarray
 
 
 def xp_of(x: Any) -> Any:
@@ -21,8 +25,15 @@ def xp_of(x: Any) -> Any:
 
 
 def expand(x: Any, shape: Sequence[int]) -> Any:
+    """A read-only broadcast view of ``x`` (a Tensor: ``Tensor.expand``)."""
     if type(x) is Tensor:
         return x.expand(*shape)
+    if type(x) is _ndarray and x.size == 1:
+        # One element (the gradient of a full sum or mean): made in C, several
+        # times cheaper than numpy.broadcast_to's Python wrapper.
+        view = _ndarray(tuple(shape), x.dtype, x, 0, (0,) * len(shape))
+        view.flags.writeable = False
+        return view
     return xp_of(x).broadcast_to(x, tuple(shape))
 
 

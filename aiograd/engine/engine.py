@@ -95,7 +95,7 @@ from ._bridge import LoopSignal, running_loop_library
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .input_buffer import accumulate, node_stream, stash_current_streams, sync_leaf_streams
 from .ready_queue import SHUTDOWN_KEY, ReadyQueue, _ticket
-from .validate import validate_outputs
+from .validate import plain_cpu_grads, validate_outputs
 
 MAX_DEPTH = 60
 SLICE_SECONDS = 0.002
@@ -419,24 +419,30 @@ class Engine:
                         else:  # jobs never run inside a nested drive
                             deferred_jobs.append(task)
                     continue
-                gt = task[2]
                 heap = [task]
                 del task  # the heap owns it now: Note [Stealing gradients]
-                _tls.running = gt
-                self.run_slice(queue, gt, heap)
-                waker = self._claim_finish(gt)
-                _tls.running = None
-                if gt is until:  # driven right here: the loop condition sees it finished
-                    waker = None
-                del gt  # hold nothing of a finished task: its caller may be checking
-                if waker is not None:
-                    waker()
-                    del waker  # nor its driver and loop
+                self._run_heap(queue, heap[0][2], heap, until)
         finally:
             if deferred_jobs:
                 _requeue_jobs(queue, deferred_jobs)
         if deferred_shutdown:
             queue.shutdown()  # for the worker's own loop, below this nested drive
+
+    def _run_heap(self, queue: ReadyQueue, gt: GraphTask, heap: list[Any],
+                  until: GraphTask | None) -> None:
+        """Run a slice of ``gt`` from ``heap``; wake its driver if it finished.
+
+        The task driven by this very loop (``until``) is not woken: the loop
+        condition sees it finished.
+        """
+        _tls.running = gt
+        self.run_slice(queue, gt, heap)
+        waker = self._claim_finish(gt)
+        _tls.running = None
+        if waker is not None and gt is not until:
+            del gt  # hold nothing of a finished task: its caller may be checking
+            waker()
+            del waker  # nor its driver and loop
 
     # ---- running nodes ----
 
@@ -519,7 +525,7 @@ class Engine:
                         outputs = node.apply(inputs, create_graph)
                         if release:
                             node.release_variables()
-                        if not _plain_cpu_grads(node.next_edges, outputs):
+                        if not plain_cpu_grads(node.next_edges, outputs):
                             outputs = validate_outputs(node, outputs)
                         if node._post_hooks or check_nan:
                             outputs = after(gt, node, inputs, outputs)
@@ -560,7 +566,7 @@ class Engine:
 
     def _finish_outputs(self, gt: GraphTask, node: Node, inputs: list[Any], outputs: Any) -> Any:
         """Validate ``outputs``, then post-hooks and the anomaly NaN check."""
-        if not _plain_cpu_grads(node.next_edges, outputs):
+        if not plain_cpu_grads(node.next_edges, outputs):
             outputs = validate_outputs(node, outputs)
         return self._after_outputs(gt, node, inputs, outputs)
 
@@ -891,9 +897,12 @@ class Engine:
         self._start(gt, queue, context)
         if gt.port is None:
             gt.port = _LazyBackgroundPort(self)
-        self._submit_root(gt, queue, None)
+        heap: list[Any] = []
+        self._submit_root(gt, queue, heap)
         _tls.depth += 1
         try:
+            if heap:  # a CPU root: its first slice runs right away, without queueing it
+                self._run_heap(queue, gt, heap, gt)
             self.run_queue(queue, gt)
         except BaseException:
             self._cancel_tree(gt)
@@ -1012,25 +1021,6 @@ class _LazyBackgroundPort:
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.engine._background_port().submit(job)
-
-
-def _plain_cpu_grads(edges: tuple[Any, ...], grads: Any) -> bool:
-    """True if ``grads`` need no fixing: one per edge, each None or a NumPy array of
-    exactly the shape and dtype its CPU consumer expects (else ``validate_outputs``)."""
-    if len(grads) != len(edges):
-        return False
-    i = 0
-    for edge in edges:
-        grad = grads[i]
-        i += 1
-        if edge is None or grad is None:
-            continue
-        meta = edge[0].input_metadata[edge[1]]
-        if (type(grad) is not _ndarray or grad.shape != meta.shape
-                or grad.dtype is not meta.dtype and grad.dtype != meta.dtype
-                or meta.device is not CPU):
-            return False
-    return True
 
 
 def _requeue_jobs(queue: ReadyQueue, jobs: list[Any]) -> None:

@@ -52,6 +52,25 @@ def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any | None:
     return grad
 
 
+def plain_cpu_grads(edges: tuple[Any, ...], grads: Any) -> bool:
+    """True if ``grads`` need no fixing: one per edge, each None or a NumPy array of
+    exactly the shape and dtype its CPU consumer expects (else ``validate_outputs``)."""
+    if len(grads) != len(edges):
+        return False
+    i = 0
+    for edge in edges:
+        grad = grads[i]
+        i += 1
+        if edge is None or grad is None:
+            continue
+        meta = edge[0].input_metadata[edge[1]]
+        if (type(grad) is not _ndarray or grad.shape != meta.shape
+                or grad.dtype is not meta.dtype and grad.dtype != meta.dtype
+                or meta.device is not CPU):
+            return False
+    return True
+
+
 def validate_outputs(fn: Node, grads: Sequence[Any]) -> list[Any]:
     """Return the gradients of ``fn`` checked and fixed up, one per next edge."""
     edges = fn.next_edges
