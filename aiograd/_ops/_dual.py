@@ -13,6 +13,7 @@ import numpy
 
 from .._tensor import Tensor
 from ..devices import device_of_array
+from ..engine.validate import sum_dims  # noqa: F401  (one of the helpers)
 
 _ndarray = numpy.ndarray
 
@@ -35,12 +36,6 @@ def expand(x: Any, shape: Sequence[int]) -> Any:
         view.flags.writeable = False
         return view
     return xp_of(x).broadcast_to(x, tuple(shape))
-
-
-def sum_dims(x: Any, dims: tuple[int, ...] | int | None, keepdim: bool = False) -> Any:
-    if type(x) is Tensor:
-        return x.sum(dim=dims, keepdim=keepdim)
-    return x.sum(axis=dims, keepdims=keepdim)
 
 
 def reshape(x: Any, shape: Sequence[int]) -> Any:

@@ -41,16 +41,16 @@ T = TypeVar("T")
 
 
 class OffloadJob:
-    """One call of ``fn`` for an awaiting coroutine. ``wake`` runs on the loop's thread.
+    """One call of ``fn`` for a coroutine awaiting ``signal``.
 
     Exactly one of running, cancelling and failing takes the job (``_claim``).
     """
 
-    __slots__ = ("_call", "_wake", "_lock", "_claimed", "result", "error", "warnings")
+    __slots__ = ("_call", "_signal", "_lock", "_claimed", "result", "error", "warnings")
 
-    def __init__(self, call: Callable[[], Any], wake: Callable[[], None]) -> None:
+    def __init__(self, call: Callable[[], Any], signal: LoopSignal) -> None:
         self._call: Callable[[], Any] | None = call
-        self._wake: Callable[[], None] | None = wake
+        self._signal: LoopSignal | None = signal
         self._lock = threading.Lock()
         self._claimed = False
         self.result: Any = None
@@ -69,6 +69,7 @@ class OffloadJob:
         if not self._claim():
             return
         tls = _engine._tls
+        tls.served = self._signal  # Note [Giving the loop its turn]
         previous, tls.warnings = tls.warnings, self.warnings
         try:
             self.result = self._call()  # type: ignore[misc]
@@ -82,7 +83,7 @@ class OffloadJob:
         """Keep the job from starting. False if it already started (or ended)."""
         if not self._claim():
             return False
-        self._call = self._wake = None
+        self._call = self._signal = None
         return True
 
     def fail(self, error: BaseException) -> None:
@@ -92,9 +93,9 @@ class OffloadJob:
             self._finish()
 
     def _finish(self) -> None:
-        wake = self._wake
-        self._call = self._wake = None  # hold no user objects once done
-        wake()  # type: ignore[misc]
+        signal = self._signal
+        self._call = self._signal = None  # hold no user objects once done
+        signal.set()  # type: ignore[union-attr]
 
 
 async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -111,7 +112,7 @@ async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     if not context.run(_engine.multithreading_enabled.get):
         return context.run(fn, *args, **kwargs)
     done = LoopSignal()
-    job = OffloadJob(lambda: context.run(fn, *args, **kwargs), done.set)
+    job = OffloadJob(lambda: context.run(fn, *args, **kwargs), done)
     _engine.get_engine().device_queue(CPU).push_job(job)
     try:
         await done.wait()

@@ -20,6 +20,7 @@ from ..devices import CPU, device_of_array
 from ..graph._node import Node
 
 _ndarray = numpy.ndarray
+_add_reduce = numpy.add.reduce
 
 
 def _error(fn: Node, msg: str) -> RuntimeError:
@@ -43,13 +44,21 @@ def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any | None:
             if n != 1:
                 return None
             inner.append(i)
-    is_tensor = type(grad) is Tensor
     if lead:
-        grad = grad.sum(dim=tuple(range(lead))) if is_tensor else grad.sum(axis=tuple(range(lead)))
+        grad = sum_dims(grad, tuple(range(lead)))
     if inner:
-        axes = tuple(inner)
-        grad = grad.sum(dim=axes, keepdim=True) if is_tensor else grad.sum(axis=axes, keepdims=True)
+        grad = sum_dims(grad, tuple(inner), keepdim=True)
     return grad
+
+
+def sum_dims(x: Any, dims: tuple[int, ...] | int | None, keepdim: bool = False) -> Any:
+    """``x.sum`` over ``dims`` for a Tensor or an array (NumPy's without its Python wrapper)."""
+    kind = type(x)
+    if kind is _ndarray:
+        return _add_reduce(x, dims, keepdims=keepdim)
+    if kind is Tensor:
+        return x.sum(dim=dims, keepdim=keepdim)
+    return x.sum(axis=dims, keepdims=keepdim)
 
 
 def plain_cpu_grads(edges: tuple[Any, ...], grads: Any) -> bool:
