@@ -101,30 +101,30 @@ class LoopSignal:
         self.is_set = False
         self._waiter = None
 
-    def hand_off(self, timeout: float) -> None:
-        """From another thread: wait, without the GIL, until the loop has had a turn.
+    def probe(self) -> threading.Event | None:
+        """From another thread: an event the loop sets once it has had a turn.
 
-        Blocks until the loop has run two passes of its ready callbacks (the
-        first runs what was due, such as timers, and the second the tasks they
-        woke), or ``timeout`` seconds passed, or the loop is gone. See Note
-        [Giving the loop its turn] in ``engine.py``. A no-op on the loop's thread.
+        The loop sets it after two passes of its ready callbacks (the first
+        runs what was due, such as timers, and the second the tasks they
+        woke). None on the loop's own thread or if the loop is gone. See Note
+        [Giving the loop its turn] in ``engine.py``.
         """
         if threading.get_ident() == self._thread:
-            return
+            return None
         ran = threading.Event()
         if self._library == "asyncio":
             try:
                 self._loop.call_soon_threadsafe(self._loop.call_soon, ran.set)
             except RuntimeError:  # loop closed
-                return
+                return None
         else:
             import trio
 
             try:
                 self._token.run_sync_soon(self._token.run_sync_soon, ran.set)
             except trio.RunFinishedError:
-                return
-        ran.wait(timeout)
+                return None
+        return ran
 
 
 def running_loop_library() -> str | None:

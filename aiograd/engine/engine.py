@@ -53,12 +53,15 @@ Note [Giving the loop its turn]
     back to back then keeps the loop off the GIL until its queue is empty
     (measured: 64 queued 0.7 ms jobs, heartbeat lag 47 ms, in plain asyncio
     with ``run_in_executor`` too). So an executor thread that has run for
-    ``TURN_SECONDS`` without going idle gives the loop it serves a turn: it
-    schedules a no-op there and waits for it to run, without the GIL
-    (``LoopSignal.hand_off``, at most ``TURN_TIMEOUT``). It checks between
-    tasks and at the end of a time slice. The loop it serves is the one of
-    the offload job it runs or last ran, or of the GraphTask whose slice it
-    runs if a coroutine awaits that task; going idle forgets it.
+    ``TURN_SECONDS`` without going idle checks that the loop it serves has
+    had a turn: every ``TURN_SECONDS`` it sends the loop a probe (a no-op
+    callback, ``LoopSignal.probe``), and if the previous probe has not run
+    yet, the loop is starved: the worker waits for it, without the GIL (at
+    most ``TURN_TIMEOUT``). A loop that gets the GIL anyway (during a long
+    BLAS call, say) costs one callback per probe and never a wait. Checks
+    run between tasks and at the end of a time slice. The loop it serves is
+    the one of the offload job it runs or last ran, or of the GraphTask whose
+    slice it runs if a coroutine awaits that task; going idle forgets it.
 
 Note [Inline small graphs]
     Handing a GraphTask to a worker costs two thread wake-ups (worker, then
@@ -159,6 +162,8 @@ class _ExecutorState(threading.local):
     #: loop its turn]); None on threads that serve no loop
     served: LoopSignal | None = None
     turn_start: float = 0.0
+    #: set by that loop once it has run since ``turn_start``
+    probe: threading.Event | None = None
 
 
 _tls = _ExecutorState()
@@ -424,18 +429,17 @@ class Engine:
     def run_queue(self, queue: ReadyQueue, until: GraphTask | None) -> None:
         """Pop and run tasks of ``queue`` until shutdown, or until ``until`` finishes."""
         pop = queue.pop
-        give_turn = self._give_turn
+        turn_if_due = self._turn_if_due
         deferred_shutdown = False
         deferred_jobs: list[Any] = []
         try:
             while until is None or not until.finished:
                 if not len(queue):  # going idle: the loop gets the GIL meanwhile
-                    _tls.served = None
+                    _tls.served = _tls.probe = None
                     task = pop()
                     _tls.turn_start = _perf_counter()
                 else:
-                    if _tls.served is not None and _perf_counter() - _tls.turn_start > TURN_SECONDS:
-                        give_turn()
+                    turn_if_due()
                     task = pop()
                 if task[0] == SHUTDOWN_KEY:
                     if until is None:
@@ -459,11 +463,17 @@ class Engine:
         if deferred_shutdown:
             queue.shutdown()  # for the worker's own loop, below this nested drive
 
-    def _give_turn(self) -> None:
-        """Let the loop this thread serves run once (Note [Giving the loop its turn])."""
+    @staticmethod
+    def _turn_if_due() -> None:
+        """Every ``TURN_SECONDS``: if the loop this thread serves has not run since the
+        last probe, wait for it; then probe again (Note [Giving the loop its turn])."""
         served = _tls.served
-        if served is not None:
-            served.hand_off(TURN_TIMEOUT)
+        if served is None or _perf_counter() - _tls.turn_start <= TURN_SECONDS:
+            return
+        probe = _tls.probe
+        if probe is not None and not probe.is_set():
+            probe.wait(TURN_TIMEOUT)  # starved: the GIL is the loop's until it has run
+        _tls.probe = served.probe()
         _tls.turn_start = _perf_counter()
 
     def _run_heap(self, queue: ReadyQueue, gt: GraphTask, heap: list[Any],
@@ -578,9 +588,7 @@ class Engine:
             outputs = inputs = None  # Note [Stealing gradients]: hold no extra references
             if queue is not None and _perf_counter() > deadline and (heap or follow):
                 if not len(queue):  # nothing else waits for this executor
-                    if (_tls.served is not None
-                            and _perf_counter() - _tls.turn_start > TURN_SECONDS):
-                        self._give_turn()
+                    self._turn_if_due()
                     deadline = _perf_counter() + SLICE_SECONDS
                     continue
                 if follow is not None:
