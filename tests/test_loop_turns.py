@@ -5,9 +5,8 @@ C call) defeats CPython's forced switching: the waiting loop thread never
 gets the GIL while work is queued. Each test runs work that does exactly
 that, with a ticker coroutine on the loop that counts its wake-ups, and
 checks that the loop ran between pieces of work. With the turns disabled
-(``TURN_SECONDS`` huge) the ticker is starved and these tests fail (all four
-in three runs out of three; in an earlier run, one of four). Under asyncio
-and Trio; synchronisation is by events only.
+(``TURN_SECONDS`` huge) the ticker is starved and all four tests fail (three
+runs out of three). Under asyncio and Trio; synchronisation is by events only.
 """
 
 from __future__ import annotations
