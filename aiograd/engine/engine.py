@@ -41,7 +41,8 @@ Note [Time slices]
     processes; so when the first worker starts, the engine shortens the
     interval to ``SWITCH_INTERVAL`` (1 ms; ``AIOGRAD_SWITCH_INTERVAL``
     overrides, 0 keeps the interpreter's 5 ms), which bounds how long a
-    worker running Python code keeps a waiting loop off the GIL.
+    worker running Python code keeps a waiting loop off the GIL, unless the
+    worker drops the GIL for moments (Note [Giving the loop its turn]).
 
 Note [Giving the loop its turn]
     Forced switching fails when the worker itself drops the GIL for a
