@@ -612,12 +612,13 @@ class Engine:
                     or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
                 inputs = _hooks.call_pre_hooks(node, inputs)
             outputs = node.apply(inputs, gt.create_graph)
-            if not gt.keep_graph:
-                node.release_variables()
             return self._finish_outputs(gt, node, inputs, outputs)
 
     def _finish_outputs(self, gt: GraphTask, node: Node, inputs: list[Any], outputs: Any) -> Any:
-        """Validate ``outputs``, then post-hooks and the anomaly NaN check."""
+        """After ``node.apply`` (off the per-node path of ``_drain``, which inlines
+        this): release saved tensors, validate ``outputs``, post-hooks, NaN check."""
+        if not gt.keep_graph:
+            node.release_variables()
         if not plain_cpu_grads(node.next_edges, outputs):
             outputs = validate_outputs(node, outputs)
         return self._after_outputs(gt, node, inputs, outputs)
@@ -767,8 +768,6 @@ class Engine:
                 if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks):
                     inputs = _hooks.call_pre_hooks(node, inputs)
                 outputs = await node.apply_async(inputs, gt.create_graph)
-                if not gt.keep_graph:
-                    node.release_variables()
                 outputs = self._finish_outputs(gt, node, inputs, outputs)
         except BaseException as exc:
             with gt.lock:
