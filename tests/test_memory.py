@@ -135,6 +135,39 @@ def test_first_gradient_is_stored_without_a_copy():
     np.testing.assert_array_equal(x.grad.numpy(), np.full(N, 2.0, np.float32))
 
 
+def test_first_gradient_is_stored_without_a_copy_by_the_accumulate_grad_node():
+    x = ag.tensor(np.ones(N, np.float32), requires_grad=True)
+    seed = ag.ones(N)
+    # inputs= runs the AccumulateGrad as a node, not directly (Note [Direct accumulation]).
+    assert backward_peak_bytes(x * 2.0, seed, None, False, [x]) < 1.5 * 4 * N
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(N, 2.0, np.float32))
+
+
+def test_gradient_someone_else_holds_is_copied_into_grad():
+    kept = []
+
+    class Keep(ag.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            kept.append(g * 3.0)
+            return kept[-1]
+
+    for inputs in (None, "x"):  # directly, and by the AccumulateGrad node
+        x = ag.tensor(np.ones(4, np.float32), requires_grad=True)
+        ag.backward_sync(Keep.apply(x).sum(), inputs=None if inputs is None else [x])
+        assert not np.shares_memory(x.grad.data, kept[-1].data)
+    z = ag.tensor(np.ones(4, np.float32), requires_grad=True)
+    w = ag.tensor(np.ones(4, np.float32), requires_grad=True)
+    ag.backward_sync((z + w) * 1.0, ag.ones(4))  # AddBackward passes one array to both
+    assert not np.shares_memory(z.grad.data, w.grad.data)
+    z.grad.add_(1.0)
+    np.testing.assert_array_equal(w.grad.numpy(), [1.0, 1.0, 1.0, 1.0])
+
+
 def test_sum_gradient_becomes_a_grad_of_its_own_memory():
     x = ag.tensor(np.ones(4, np.float32), requires_grad=True)
     ag.backward_sync(x.sum())  # its backward gives a read-only broadcast view

@@ -314,15 +314,25 @@ class AccumulateGrad(Node):
         var = self._variable()
         if grad is None or var is None:
             return ()
+        self.accumulate(var, grad, create_graph, _APPLY_REFS)
+        hooks = var._post_acc_hooks
+        if hooks:
+            for hook in list(hooks):
+                if hook(var) is not None:
+                    raise RuntimeError("post accumulate grad hooks should return None")
+        return ()
+
+    def accumulate(self, var: Tensor, grad: Any, create_graph: bool, owned_refs: int) -> None:
+        """Add ``grad`` into ``var.grad``. ``owned_refs``: the references to ``grad``
+        when only the callers hold it (See Note [Stealing gradients])."""
         with self.lock:
             old = var._grad
             if create_graph:
                 new = grad if isinstance(grad, Tensor) else Tensor._wrap(grad)
                 var._grad = new.clone() if old is None else old + new
             elif old is None:
-                # See Note [Stealing gradients].
                 base = grad.base
-                if (sys.getrefcount(grad) > _OWNED_REFS
+                if (sys.getrefcount(grad) > owned_refs
                         or (base is not None and sys.getrefcount(base) > _BASE_REFS)
                         or not _dense_writeable(grad)):
                     grad = grad.copy()
@@ -333,12 +343,6 @@ class AccumulateGrad(Node):
             else:
                 old.data += grad
                 old._vc.value += 1
-        hooks = var._post_acc_hooks
-        if hooks:
-            for hook in list(hooks):
-                if hook(var) is not None:
-                    raise RuntimeError("post accumulate grad hooks should return None")
-        return ()
 
     def name(self) -> str:
         return "AccumulateGrad"
@@ -355,11 +359,12 @@ def _dense_writeable(array: Any) -> bool:
 
 
 # References to a gradient that nothing else holds, seen inside
-# AccumulateGrad.apply: the `grads` list slot, the local `grad`, and
-# getrefcount's own argument. For a view (e.g. the transposed weight gradient
-# of ``x @ W.T``) its base must be held only by the view (``grad.base``), the
-# local ``base`` and getrefcount's argument. Checked by tests/test_memory.py.
-_OWNED_REFS = 3
+# AccumulateGrad.accumulate called from apply: the `grads` list slot, apply's
+# local `grad`, accumulate's argument and getrefcount's own argument. For a
+# view (e.g. the transposed weight gradient of ``x @ W.T``) its base must be
+# held only by the view (``grad.base``), the local ``base`` and getrefcount's
+# argument. Checked by tests/test_memory.py.
+_APPLY_REFS = 4
 _BASE_REFS = 3
 
 
