@@ -57,8 +57,12 @@ def _mark(node: Node) -> None:
 
 def record(node: Node, data: Any, device: Device) -> Tensor:
     """Make ``node`` the grad_fn of a new tensor holding ``data``; return it."""
-    node.input_metadata = (_metadata(data, device),)
-    _mark(node)
+    node.input_metadata = (
+        InputMetadata(data.shape, data.dtype, CPU, None) if device is CPU
+        else _metadata(data, device),
+    )
+    if _anomaly.get()[0] or _saved_hooks.get():
+        _mark(node)
     out = Tensor._wrap(data, device)
     out.grad_fn = node
     out._rg = True

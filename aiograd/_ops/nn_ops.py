@@ -18,6 +18,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy
+
 from .._tensor import Tensor
 from ..devices import device_of_array
 from ..graph._node import Node
@@ -26,6 +28,14 @@ from ._record import check_same_device, edges_of, plain, record, save
 from .reductions import as_array, normalize_dim
 
 _REDUCTIONS = ("mean", "sum", "none")
+_max_reduce = numpy.maximum.reduce
+
+
+def _max_dims(x: Any, dim: int | None, keepdim: bool = False) -> Any:
+    """``x.max`` over ``dim`` for an array (NumPy's without its Python wrapper)."""
+    if type(x) is numpy.ndarray:
+        return _max_reduce(x, dim, keepdims=keepdim)
+    return x.max(axis=dim, keepdims=keepdim)
 
 
 def _reduction(reduction: Any) -> str:
@@ -39,7 +49,7 @@ def _reduction(reduction: Any) -> str:
 def _reduce(losses: Any, reduction: str) -> Any:
     if reduction == "none":
         return losses
-    total = losses.sum()
+    total = _dual.sum_dims(losses, None)
     return as_array(total / losses.size if reduction == "mean" else total)
 
 
@@ -75,7 +85,7 @@ class LogSoftmaxBackward0(Node):
 
 def _shifted(x: Any, dim: int | None) -> Any:
     """``x - max(x, dim)``: every entry <= 0, so its exp is at most 1."""
-    return x - x.max(axis=dim, keepdims=True)
+    return x - _max_dims(x, dim, keepdim=True)
 
 
 def _softmax_like(node_cls: type[Node], a: Tensor, dim: Any, log: bool) -> Tensor:
@@ -85,9 +95,9 @@ def _softmax_like(node_cls: type[Node], a: Tensor, dim: Any, log: bool) -> Tenso
     z = _shifted(a.data, axis)
     e = xp.exp(z)
     if log:
-        data = z - xp.log(e.sum(axis=axis, keepdims=True))
+        data = z - xp.log(_dual.sum_dims(e, axis, keepdim=True))
     else:
-        data = e / e.sum(axis=axis, keepdims=True)
+        data = e / _dual.sum_dims(e, axis, keepdim=True)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -147,22 +157,22 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             raise TypeError(f"linear: {name} must be a Tensor, got {type(value).__name__}")
     if bias is not None and not isinstance(bias, Tensor):
         raise TypeError(f"linear: bias must be a Tensor or None, got {type(bias).__name__}")
-    if input.ndim != 2 or weight.ndim != 2 or (bias is not None and bias.ndim != 1):
+    x, w, b = input.data, weight.data, None if bias is None else bias.data
+    if x.ndim != 2 or w.ndim != 2 or (b is not None and b.ndim != 1):
         out = input @ weight.transpose(0, 1)
         return out if bias is None else out + bias
     dev = check_same_device(input, weight)
     if bias is not None:
         check_same_device(input, bias)
-    if input.shape[1] != weight.shape[1] or (bias is not None
-                                             and bias.shape[0] != weight.shape[0]):
+    if x.shape[1] != w.shape[1] or (b is not None and b.shape[0] != w.shape[0]):
         raise RuntimeError(
-            f"linear: input {tuple(input.shape)}, weight {tuple(weight.shape)} and bias "
-            f"{None if bias is None else tuple(bias.shape)} do not fit: expected input "
+            f"linear: input {tuple(x.shape)}, weight {tuple(w.shape)} and bias "
+            f"{None if b is None else tuple(b.shape)} do not fit: expected input "
             "(N, in), weight (out, in), bias (out,)"
         )
-    data = input.data @ weight.data.T
-    if bias is not None:
-        data += bias.data  # the product is fresh: nobody else sees it
+    data = x @ w.T
+    if b is not None:
+        data += b  # the product is fresh: nobody else sees it
     edges = edges_of(input, weight) if bias is None else edges_of(input, weight, bias)
     if edges is None:
         return plain(data, dev)
@@ -278,7 +288,7 @@ def _class_targets(target: Any, logits: Tensor) -> Any:
         )
     t = t.reshape((n,))
     # One pass: as unsigned, a negative index is huge (``uint`` view of the same bytes).
-    if n and int(t.view(t.dtype.str.replace("i", "u")).max()) >= c:
+    if n and int(_max_dims(t.view(t.dtype.str.replace("i", "u")), None)) >= c:
         lo, hi = int(t.min()), int(t.max())
         raise IndexError(
             f"Target {lo if lo < 0 else hi} is out of bounds: class indices must be in "
@@ -304,7 +314,7 @@ def cross_entropy(input: Tensor, target: Any, reduction: str = "mean") -> Tensor
     x = input.data if input.ndim == 2 else input.data.reshape((1, -1))
     z = _shifted(x, 1)
     probs = xp.exp(z)
-    sums = probs.sum(axis=1, keepdims=True)
+    sums = _dual.sum_dims(probs, 1, keepdim=True)
     losses = xp.log(sums[:, 0]) - z[xp.arange(t.shape[0]), t]
     if input.ndim == 1:
         losses = losses.reshape(())
