@@ -13,6 +13,8 @@ import numbers
 import warnings
 from typing import Any
 
+import numpy
+
 from ._tensor import Tensor
 from .engine import engine as _engine_mod
 from .engine.engine import multithreading_enabled
@@ -90,14 +92,19 @@ def _make_grads(outputs: list[Tensor], grads: list[Any], create_graph: bool,
     for i, (out, g) in enumerate(zip(outputs, grads)):
         if g is None:
             if out._rg:
-                if out.data.size != 1:
+                data = out.data
+                if data.size != 1:
                     raise RuntimeError("grad can be implicitly created only for scalar outputs")
-                if out.dtype.kind != "f":
+                if data.dtype.kind != "f":
                     raise RuntimeError(
                         "grad can be implicitly created only for real scalar outputs but got "
-                        f"{out.dtype}"
+                        f"{data.dtype}"
                     )
-                ones = out.device.xp.ones_like(out.data)
+                if type(data) is numpy.ndarray:  # numpy.ones_like, without its Python code
+                    ones = numpy.empty(data.shape, data.dtype)
+                    ones.fill(1)
+                else:
+                    ones = out.device.xp.ones_like(data)
                 g = Tensor._wrap(ones, out.device) if create_graph else ones
             result.append(g)
             continue
