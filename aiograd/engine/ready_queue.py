@@ -9,7 +9,10 @@ node task carries its inputs.
 
 Thread safety: ``push`` is called from any thread (workers hand tasks to each
 other, the loop hands results of async nodes back); ``pop`` only by the
-owning executor thread. Both hold ``_cond``'s lock.
+owning executor thread. Both hold ``_lock``. An owner with nothing to pop
+sleeps on ``_wakeup``, a lock held while it is awake, which the first push
+after it fell asleep releases (``threading.Condition`` would do the same
+in Python code on every push and pop).
 """
 
 from __future__ import annotations
@@ -35,11 +38,16 @@ def task_key(depth: int, sequence_nr: int) -> int:
 class ReadyQueue:
     """Tasks are tuples ``(key, ticket, graph_task, node, inputs)``."""
 
-    __slots__ = ("_heap", "_cond", "owner", "closed")
+    __slots__ = ("_heap", "_lock", "_wakeup", "_sleeping", "owner", "closed")
 
     def __init__(self, owner: str) -> None:
         self._heap: list[tuple[Any, ...]] = []
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        # Invariant (under _lock): _wakeup is held unless the owner may take it
+        #            right away; _sleeping means the owner is (about to be) blocked on it.
+        self._wakeup = threading.Lock()
+        self._wakeup.acquire()
+        self._sleeping = False
         #: a name for statistics and debugging
         self.owner = owner
         #: set (under the lock) when the owning worker is gone: pushing then raises
@@ -49,19 +57,26 @@ class ReadyQueue:
         if self.closed:
             raise RuntimeError(f"the aiograd worker for {self.owner} has stopped")
 
+    def _wake_owner(self) -> None:
+        """With ``_lock`` held, after a push: let a sleeping owner go."""
+        if self._sleeping:
+            self._sleeping = False
+            if self._wakeup.locked():  # free already if a wait was cut short by an exception
+                self._wakeup.release()
+
     def push(self, key: int, graph_task: Any, node: Any, inputs: Any) -> None:
-        with self._cond:
+        with self._lock:
             self._check_open()
             heapq.heappush(self._heap, (key, next(_ticket), graph_task, node, inputs))
-            self._cond.notify()
+            self._wake_owner()
 
     def push_many(self, tasks: list[tuple[Any, ...]]) -> None:
         """Push tasks already in the tuple form (leftovers of a time slice)."""
-        with self._cond:
+        with self._lock:
             self._check_open()
             for task in tasks:
                 heapq.heappush(self._heap, task)
-            self._cond.notify()
+            self._wake_owner()
 
     def wake(self, graph_task: Any = None) -> None:
         """Wake the owner to re-check the task it drives (seed: a task with no fn)."""
@@ -75,24 +90,27 @@ class ReadyQueue:
         self.push(SHUTDOWN_KEY, None, None, None)
 
     def pop(self) -> tuple[Any, ...]:
-        with self._cond:
-            while not self._heap:
-                self._cond.wait()
-            return heapq.heappop(self._heap)
+        """The first task; blocks (without the GIL) while there is none."""
+        while True:
+            with self._lock:
+                if self._heap:
+                    return heapq.heappop(self._heap)
+                self._sleeping = True
+            self._wakeup.acquire()
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self.closed = True
 
     def drain(self) -> list[tuple[Any, ...]]:
         """Remove and return every queued task (at shutdown)."""
-        with self._cond:
+        with self._lock:
             tasks, self._heap = self._heap, []
             return tasks
 
     def discard(self, graph_task: Any) -> int:
         """Drop the queued tasks of a stopped ``graph_task``; return how many."""
-        with self._cond:
+        with self._lock:
             kept = [t for t in self._heap if t[2] is not graph_task or t[3] is None]
             dropped = len(self._heap) - len(kept)
             if dropped:
