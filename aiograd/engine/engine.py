@@ -686,7 +686,6 @@ class Engine:
                 gt.outstanding -= 1
             return None
         exec_info = gt.exec_info
-        direct = exec_info is None and not gt.create_graph  # Note [Direct accumulation]
         ready = None  # the first node made ready; ``more``: the others
         more = None
         leaves = None  # (AccumulateGrad, leaf, gradient) to accumulate right here
@@ -704,7 +703,8 @@ class Engine:
                 if count == 1:
                     del deps[nxt]  # type: ignore[union-attr]
                     buffer = not_ready.pop(nxt, None)
-                    if direct and buffer is None and type(nxt) is AccumulateGrad:
+                    if (type(nxt) is AccumulateGrad and buffer is None and exec_info is None
+                            and not gt.create_graph):  # Note [Direct accumulation]
                         leaf = _plain_leaf(nxt, outputs[i])
                         if leaf is not None:
                             if leaves is None:
