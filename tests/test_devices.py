@@ -16,6 +16,7 @@ from fake_backend import FakeArray, ProbeCall, probe
 import aiograd as ag
 from aiograd import devices
 from aiograd.engine.engine import get_engine
+from aiograd.graph._node import AccumulateGrad
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -372,6 +373,25 @@ def test_sync_backward_runs_device_nodes_on_their_workers(fake_backend):
         "cpu": threading.current_thread().name,  # backward_sync drives CPU nodes itself
     }
     assert x.grad.item() == 1.0
+
+
+@pytest.mark.anyio
+async def test_a_cpu_leaf_gets_its_gradient_on_the_cpu_executor(fake_backend, monkeypatch):
+    writers: list[str] = []
+    accumulate = AccumulateGrad.accumulate
+
+    def spy(self, *args):
+        writers.append(threading.current_thread().name)
+        return accumulate(self, *args)
+
+    monkeypatch.setattr(AccumulateGrad, "accumulate", spy)
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    y = ag.tensor([3.0], requires_grad=True)
+    # x's gradient is copied back by the fake:1 node; y's comes from a CPU node.
+    await ((x.to("fake:1") * 2.0).cpu().sum() + (y * 3.0).sum()).backward()
+    assert writers == ["aiograd-worker-cpu"] * 2
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+    assert y.grad.item() == 3.0
 
 
 @pytest.mark.anyio

@@ -80,7 +80,8 @@ Note [Direct accumulation]
     sequence number is the largest), so when it becomes ready it would be
     popped next. When nothing runs around it (no hook on the node or the
     leaf, no ``inputs=``/``grad()`` captures, no ``create_graph``, a CPU
-    gradient, no other gradient waiting in a buffer for it), ``_route`` adds
+    gradient, no other gradient waiting in a buffer for it) and this thread
+    is the task's CPU executor (where the node would run), ``_route`` adds
     the gradient into ``.grad`` right there instead, in edge order, without
     a heap push and pop and the per-node steps: the same order and result,
     less work per parameter. A gradient nobody else references still
@@ -704,6 +705,7 @@ class Engine:
                     del deps[nxt]  # type: ignore[union-attr]
                     buffer = not_ready.pop(nxt, None)
                     if (type(nxt) is AccumulateGrad and buffer is None and exec_info is None
+                            and queue is gt.cpu_queue  # a CPU node: this is its executor
                             and not gt.create_graph):  # Note [Direct accumulation]
                         leaf = _plain_leaf(nxt, outputs[i])
                         if leaf is not None:
