@@ -8,8 +8,10 @@ from typing import Any
 import aiograd as ag
 
 
-def passthrough(on_backward: Callable[[], Any]) -> type[ag.Function]:
-    """A custom Function ``y = x * 1`` whose backward calls ``on_backward()`` first."""
+def passthrough(on_backward: Callable[[], Any] = lambda: None,
+                gradient: Callable[[Any], Any] = lambda g: g) -> type[ag.Function]:
+    """A custom Function ``y = x * 1`` whose backward calls ``on_backward()`` first,
+    then returns ``gradient(g)`` (``g`` itself by default)."""
 
     class PassThrough(ag.Function):
         @staticmethod
@@ -19,6 +21,6 @@ def passthrough(on_backward: Callable[[], Any]) -> type[ag.Function]:
         @staticmethod
         def backward(ctx, g):
             on_backward()
-            return g
+            return gradient(g)
 
     return PassThrough
