@@ -77,3 +77,28 @@ def test_set_after_the_trio_run_finished_is_dropped():
 def test_making_a_signal_needs_a_running_loop():
     with pytest.raises(RuntimeError, match="running asyncio or trio event loop"):
         LoopSignal()
+
+
+@pytest.mark.anyio
+async def test_a_probe_is_released_once_the_loop_has_had_a_turn():
+    signal = LoopSignal()
+    assert signal.probe() is None  # on the loop's own thread there is nothing to learn
+    probes: list[threading.Lock | None] = []
+    await anyio.to_thread.run_sync(lambda: probes.append(signal.probe()))
+    pending = probes[0]
+    assert pending is not None
+    # The thread that probed sees it released after the loop ran its passes.
+    released = await anyio.to_thread.run_sync(lambda: pending.acquire(timeout=10))
+    assert released
+
+
+def test_a_probe_of_a_closed_loop_is_none():
+    async def make() -> LoopSignal:
+        return LoopSignal()
+
+    signal = asyncio.run(make())
+    probes: list[threading.Lock | None] = []
+    thread = threading.Thread(target=lambda: probes.append(signal.probe()))
+    thread.start()
+    thread.join()
+    assert probes == [None]

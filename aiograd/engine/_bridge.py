@@ -101,30 +101,33 @@ class LoopSignal:
         self.is_set = False
         self._waiter = None
 
-    def probe(self) -> threading.Event | None:
-        """From another thread: an event the loop sets once it has had a turn.
+    def probe(self) -> threading.Lock | None:
+        """From another thread: a lock, held until the loop has had a turn.
 
-        The loop sets it after two passes of its ready callbacks (the first
-        runs what was due, such as timers, and the second the tasks they
-        woke). None on the loop's own thread or if the loop is gone. See Note
+        The loop releases it after two passes of its ready callbacks (the
+        first runs what was due, such as timers, and the second the tasks they
+        woke); ``locked()`` tells whether it has, ``acquire(timeout=...)``
+        waits for it without the GIL, and no Python code runs on the loop for
+        it. None on the loop's own thread or if the loop is gone. See Note
         [Giving the loop its turn] in ``engine.py``.
         """
         if threading.get_ident() == self._thread:
             return None
-        ran = threading.Event()
+        pending = threading.Lock()
+        pending.acquire()
         if self._library == "asyncio":
             try:
-                self._loop.call_soon_threadsafe(self._loop.call_soon, ran.set)
+                self._loop.call_soon_threadsafe(self._loop.call_soon, pending.release)
             except RuntimeError:  # loop closed
                 return None
         else:
             import trio
 
             try:
-                self._token.run_sync_soon(self._token.run_sync_soon, ran.set)
+                self._token.run_sync_soon(self._token.run_sync_soon, pending.release)
             except trio.RunFinishedError:
                 return None
-        return ran
+        return pending
 
 
 def running_loop_library() -> str | None:

@@ -180,8 +180,8 @@ class _ExecutorState(threading.local):
     #: loop its turn]); None on threads that serve no loop
     served: LoopSignal | None = None
     turn_start: float = 0.0
-    #: set by that loop once it has run since ``turn_start``
-    probe: threading.Event | None = None
+    #: released by that loop once it has run since ``turn_start``
+    probe: threading.Lock | None = None
 
 
 _tls = _ExecutorState()
@@ -489,8 +489,8 @@ class Engine:
         if served is None or _perf_counter() - _tls.turn_start <= TURN_SECONDS:
             return
         probe = _tls.probe
-        if probe is not None and not probe.is_set():
-            probe.wait(TURN_TIMEOUT)  # starved: the GIL is the loop's until it has run
+        if probe is not None and probe.locked():
+            probe.acquire(timeout=TURN_TIMEOUT)  # starved: the GIL is the loop's until it ran
         _tls.probe = served.probe()
         _tls.turn_start = _perf_counter()
 
