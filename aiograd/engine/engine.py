@@ -55,8 +55,8 @@ Note [Giving the loop its turn]
     (measured: 64 queued 0.7 ms jobs, heartbeat lag 47 ms, in plain asyncio
     with ``run_in_executor`` too). So an executor thread that has run for
     ``TURN_SECONDS`` without going idle checks that the loop it serves has
-    had a turn: every ``TURN_SECONDS`` it sends the loop a probe (a no-op
-    callback, ``LoopSignal.probe``), and if the previous probe has not run
+    had a turn: every ``TURN_SECONDS`` it sends the loop a probe (a callback
+    that releases a lock, ``LoopSignal.probe``), and if the previous probe has not run
     yet, the loop is starved: the worker waits for it, without the GIL (at
     most ``TURN_TIMEOUT``). A loop that gets the GIL anyway (during a long
     BLAS call, say) costs one callback per probe and never a wait. Checks
