@@ -46,7 +46,7 @@ def swap_last(x: Any) -> Any:
     """Swap the last two dimensions."""
     if type(x) is Tensor:
         return x.transpose(-1, -2)
-    return x.swapaxes(-1, -2)
+    return x.T if x.ndim == 2 else x.swapaxes(-1, -2)
 
 
 def transpose(x: Any, d0: int, d1: int) -> Any:

@@ -100,7 +100,7 @@ class SavedTensor:
     """
 
     __slots__ = ("data", "tensor", "grad_fn", "output_nr", "is_output", "vc", "version",
-                 "packed", "unpack_hook", "released", "device")
+                 "packed", "unpack_hook", "device")
 
     def __init__(self, t: Tensor, is_output: bool) -> None:
         self.vc = t._vc
@@ -108,7 +108,6 @@ class SavedTensor:
         self.output_nr = t.output_nr
         self.device = t.device
         self.is_output = is_output
-        self.released = False
         self.grad_fn = None
         hooks = _hooks.get()
         if hooks:
@@ -158,7 +157,7 @@ class SavedTensor:
         return out
 
     def _unpack_hooked(self) -> Any:
-        if self.released or self.unpack_hook is None:
+        if self.unpack_hook is None:  # released: neither the array nor a hook is left
             raise RuntimeError(ERR_BACKWARD_TWICE)
         from .._tensor import Tensor
 
@@ -192,6 +191,5 @@ class SavedTensor:
         self.unpack_hook = None
         self.tensor = None
         self.grad_fn = None
-        self.released = True
 
 
