@@ -42,8 +42,10 @@ the machine (this VM's vCPUs change speed for seconds at a time) hits all of
 them alike, as in the other benchmarks' interleaved rounds.
 
 Reported per implementation: throughput (requests over the seconds of all its
-rounds), the per-round throughputs, and heartbeat lag p50 / p99 / max over
-all its rounds. An ``idle`` line gives the heartbeat lag of the same loop with
+rounds), the per-round throughputs, heartbeat lag p50 / p99 / max over all its
+rounds, and per request the loop thread's CPU time and the heartbeats it
+served (a loop that keeps its heartbeat on time runs more of them per request
+than one its requests starve). An ``idle`` line gives the heartbeat lag of the same loop with
 nothing else running (the timer floor). Throughput ratios are the median of
 the per-round ratios (``_common.round_ratio``); the ratio of the totals is
 printed too.
@@ -55,6 +57,7 @@ import asyncio
 import gc
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -109,11 +112,13 @@ async def heartbeat(lags: list[float], stop: asyncio.Event) -> None:
         lags.append(perf_counter() - scheduled)
 
 
-async def serve(handle, total: int, budget_s: float = 1e9) -> tuple[int, float, list[float]]:
+async def serve(handle, total: int,
+                budget_s: float = 1e9) -> tuple[int, float, list[float], float]:
     """Run ``total`` requests through CONCURRENCY workers with a heartbeat.
 
     Stops handing out requests after ``budget_s`` seconds (a slow
-    implementation then serves fewer). Returns (requests done, seconds, lags).
+    implementation then serves fewer). Returns (requests done, seconds, lags,
+    CPU seconds of the loop's thread).
     """
     lags: list[float] = []
     stop = asyncio.Event()
@@ -123,6 +128,7 @@ async def serve(handle, total: int, budget_s: float = 1e9) -> tuple[int, float, 
     counter = iter(range(total))
     done = 0
     t0 = perf_counter()
+    cpu0 = time.thread_time()
     deadline = t0 + budget_s
 
     async def worker(slot: int) -> None:
@@ -136,9 +142,10 @@ async def serve(handle, total: int, budget_s: float = 1e9) -> tuple[int, float, 
 
     await asyncio.gather(*(worker(s) for s in range(CONCURRENCY)))
     elapsed = perf_counter() - t0
+    loop_cpu = time.thread_time() - cpu0
     stop.set()
     await hb
-    return done, elapsed, lags
+    return done, elapsed, lags, loop_cpu
 
 
 def lag_stats(lags: list[float]) -> dict[str, float]:
@@ -204,20 +211,23 @@ async def run_all() -> dict[str, dict]:
     for handle in handlers.values():
         await serve(handle, WARMUP_REQUESTS)
     names = list(handlers)
-    rounds: dict[str, list[tuple[int, float, list[float]]]] = {name: [] for name in names}
+    rounds: dict[str, list[tuple[int, float, list[float], float]]] = {name: [] for name in names}
     for r in range(ROUNDS):
         for name in names[r % len(names):] + names[:r % len(names)]:
             gc.collect()
             rounds[name].append(await serve(handlers[name], ROUND_REQUESTS, BUDGET_S))
     for name in names:
-        done = sum(d for d, _, _ in rounds[name])
-        elapsed = sum(e for _, e, _ in rounds[name])
-        stats = lag_stats([lag for _, _, lags in rounds[name] for lag in lags])
-        per_round = [d / e for d, e, _ in rounds[name]]
+        done = sum(r[0] for r in rounds[name])
+        elapsed = sum(r[1] for r in rounds[name])
+        loop_cpu = sum(r[3] for r in rounds[name])
+        stats = lag_stats([lag for r in rounds[name] for lag in r[2]])
+        per_round = [r[0] / r[1] for r in rounds[name]]
         results[name] = {"throughput": done / elapsed, "per_round": per_round, **stats}
         emit(bench="service", impl=name, metric="throughput", value=round(done / elapsed, 2),
              unit="requests/s", seconds=round(elapsed, 3), requests=done,
-             per_round=[round(t, 1) for t in per_round], concurrency=CONCURRENCY, **stats)
+             per_round=[round(t, 1) for t in per_round], concurrency=CONCURRENCY, **stats,
+             loop_cpu_us_per_request=round(loop_cpu / done * 1e6, 1),
+             heartbeats_per_request=round(stats["heartbeats"] / done, 2))
     return results
 
 
