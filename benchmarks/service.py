@@ -45,10 +45,10 @@ Reported per implementation: throughput (requests over the seconds of all its
 rounds), the per-round throughputs, heartbeat lag p50 / p99 / max over all its
 rounds, and per request the loop thread's CPU time and the heartbeats it
 served (a loop that keeps its heartbeat on time runs more of them per request
-than one its requests starve). An ``idle`` line gives the heartbeat lag of the same loop with
-nothing else running (the timer floor). Throughput ratios are the median of
-the per-round ratios (``_common.round_ratio``); the ratio of the totals is
-printed too.
+than one its requests starve). An ``idle`` line gives the heartbeat lag of the
+same loop with nothing else running (the timer floor). Throughput ratios are
+the median of the per-round ratios (``_common.round_ratio``); the ratio of the
+totals is printed too.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ import gc
 import os
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -112,13 +113,20 @@ async def heartbeat(lags: list[float], stop: asyncio.Event) -> None:
         lags.append(perf_counter() - scheduled)
 
 
-async def serve(handle, total: int,
-                budget_s: float = 1e9) -> tuple[int, float, list[float], float]:
+class Served(NamedTuple):
+    """One round of one implementation."""
+
+    done: int  # requests served
+    seconds: float
+    lags: list[float]  # of the heartbeat, in seconds
+    loop_cpu: float  # CPU seconds of the loop's thread
+
+
+async def serve(handle, total: int, budget_s: float = 1e9) -> Served:
     """Run ``total`` requests through CONCURRENCY workers with a heartbeat.
 
     Stops handing out requests after ``budget_s`` seconds (a slow
-    implementation then serves fewer). Returns (requests done, seconds, lags,
-    CPU seconds of the loop's thread).
+    implementation then serves fewer).
     """
     lags: list[float] = []
     stop = asyncio.Event()
@@ -145,7 +153,7 @@ async def serve(handle, total: int,
     loop_cpu = time.thread_time() - cpu0
     stop.set()
     await hb
-    return done, elapsed, lags, loop_cpu
+    return Served(done, elapsed, lags, loop_cpu)
 
 
 def lag_stats(lags: list[float]) -> dict[str, float]:
@@ -211,17 +219,17 @@ async def run_all() -> dict[str, dict]:
     for handle in handlers.values():
         await serve(handle, WARMUP_REQUESTS)
     names = list(handlers)
-    rounds: dict[str, list[tuple[int, float, list[float], float]]] = {name: [] for name in names}
+    rounds: dict[str, list[Served]] = {name: [] for name in names}
     for r in range(ROUNDS):
         for name in names[r % len(names):] + names[:r % len(names)]:
             gc.collect()
             rounds[name].append(await serve(handlers[name], ROUND_REQUESTS, BUDGET_S))
     for name in names:
-        done = sum(r[0] for r in rounds[name])
-        elapsed = sum(r[1] for r in rounds[name])
-        loop_cpu = sum(r[3] for r in rounds[name])
-        stats = lag_stats([lag for r in rounds[name] for lag in r[2]])
-        per_round = [r[0] / r[1] for r in rounds[name]]
+        done = sum(rnd.done for rnd in rounds[name])
+        elapsed = sum(rnd.seconds for rnd in rounds[name])
+        loop_cpu = sum(rnd.loop_cpu for rnd in rounds[name])
+        stats = lag_stats([lag for rnd in rounds[name] for lag in rnd.lags])
+        per_round = [rnd.done / rnd.seconds for rnd in rounds[name]]
         results[name] = {"throughput": done / elapsed, "per_round": per_round, **stats}
         emit(bench="service", impl=name, metric="throughput", value=round(done / elapsed, 2),
              unit="requests/s", seconds=round(elapsed, 3), requests=done,
