@@ -174,6 +174,29 @@ def test_grad_of_non_leaf_input_does_not_run_its_node():
     assert ran == []
 
 
+def test_root_leading_to_no_input_does_not_run():
+    # The input w was computed from the root y, so no path leads from y to it;
+    # u, a leaf never used, has no node at all (seed init_to_execute: the root
+    # is needed only if one of its children is).
+    x, u = leaf([1.0]), leaf([2.0])
+    y = x * x
+    w = (y * 3.0) * y
+    ran = []
+    y.grad_fn.register_prehook(lambda grads: ran.append("y"))
+    assert ag.grad_sync(y, [w, u], allow_unused=True) == (None, None)
+    ag.backward_sync(y, inputs=[w])
+    assert ran == []
+    assert x.grad is None and w.grad is None
+
+
+def test_grad_of_root_itself_does_not_run_its_freed_node():
+    x = leaf([2.0])
+    y = x * x
+    ag.backward_sync(y)  # frees y's saved tensors
+    (gy,) = ag.grad_sync(y, y)
+    assert gy.item() == 1.0
+
+
 def test_empty_backward_inputs_are_rejected():
     x = leaf([1.0])
     with pytest.raises(RuntimeError, match="cannot be empty"):

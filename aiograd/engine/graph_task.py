@@ -155,7 +155,7 @@ class GraphTask:
         captured (a ``grad()`` input) is present with False. Captures are the
         ``(input_nr, output_index)`` pairs to copy into ``captured``.
         """
-        info: dict[Node, Any] = {self.root_node: True}
+        info: dict[Node, Any] = {}  # the root too runs only if it leads to an output
         captures: dict[Node, list[tuple[int, int]]] = {}
         for idx, edge in enumerate(outputs):
             if edge is None:
