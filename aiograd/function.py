@@ -79,6 +79,9 @@ class _FunctionBackward(Node, FunctionCtx):
     """Base of the generated ``<Name>Backward`` node classes. Instances are the ctx."""
 
     _function: type[Function]
+    #: None if every output of forward is a Tensor; else (number of outputs,
+    #: positions of the Tensor ones): backward gets None for the others
+    _output_layout: tuple[int, tuple[int, ...]] | None = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -103,6 +106,12 @@ class _FunctionBackward(Node, FunctionCtx):
                 if meta.device is not CPU:
                     g = meta.device.backend.from_host(g, meta.device.index)
             out.append(g if isinstance(g, Tensor) else Tensor._wrap(g, meta.device))
+        layout = self._output_layout
+        if layout is not None:
+            full: list[Any] = [None] * layout[0]
+            for position, g in zip(layout[1], out):
+                full[position] = g
+            return full
         return out
 
     def _grads_out(self, result: Any, create_graph: bool) -> tuple[Any, ...]:
@@ -225,6 +234,9 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
                 out._rg = True
             results.append(out)
         node.input_metadata = tuple(metadata)
+        if len(metadata) < len(outs):
+            node._output_layout = (len(outs), tuple(
+                i for i, out in enumerate(outs) if isinstance(out, Tensor)))
         if _anomaly.get()[0]:
             node._capture_anomaly_trace()
         to_save = node.__dict__.pop("_to_save", ())

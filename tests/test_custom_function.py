@@ -1,0 +1,143 @@
+"""Custom Functions against PyTorch's ``torch.autograd.Function``.
+
+The same forward/backward pair is written once and run with either
+library's ``Function``; what the pair sees (``needs_input_grad``, the
+gradients ``backward`` receives, which outputs require grad) and the
+gradients it produces must be PyTorch's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aiograd as ag
+
+torch = pytest.importorskip("torch")
+
+
+def _forward(case: str, ctx: Any, x: Any, y: Any, k: Any) -> Any:
+    """The cases: each returns what its Function's forward returns."""
+    if case == "non_tensor_output":
+        return x * y, k
+    if case == "non_differentiable_output":
+        a, b = x * y, x + k
+        ctx.mark_non_differentiable(b)
+        return a, b
+    if case == "unused_output_materialized":
+        return x * y, x * k
+    if case == "unused_output_not_materialized":
+        ctx.set_materialize_grads(False)
+        return x * y, x * k
+    if case == "integer_output":
+        return x * y, (x > 0).long()
+    if case == "saved_output":
+        out = x * y
+        ctx.save_for_backward(x, out)
+        return out
+    if case == "input_returned_as_is":
+        return x * y, x
+    raise AssertionError(case)
+
+
+def _backward(case: str, ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
+    g = grads[0]
+    if case == "saved_output":
+        x, out = ctx.saved_tensors
+        return g * out / x, g * x, None
+    if case == "input_returned_as_is" and grads[1] is not None:
+        return g * 2.0 + grads[1], g * 3.0, None
+    return g * 2.0, g * 3.0, None
+
+
+CASES = ["non_tensor_output", "non_differentiable_output", "unused_output_materialized",
+         "unused_output_not_materialized", "integer_output", "saved_output",
+         "input_returned_as_is"]
+
+
+def _run(lib: Any, base: type, case: str, backward_of: str) -> list[Any]:
+    """Apply the case's Function, backpropagate, and log what the pair saw."""
+    log: list[Any] = []
+
+    class Op(base):  # type: ignore[misc, valid-type]
+        @staticmethod
+        def forward(ctx: Any, x: Any, y: Any, k: Any) -> Any:
+            log.append(("needs_input_grad", tuple(ctx.needs_input_grad)))
+            return _forward(case, ctx, x, y, k)
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:
+            log.append(("backward got", [None if g is None else g.detach().numpy().tolist()
+                                         for g in grads]))
+            return _backward(case, ctx, grads)
+
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    y = lib.tensor([3.0, 4.0])
+    result = Op.apply(x, y, 7)
+    outs = result if isinstance(result, tuple) else (result,)
+    log.append(("requires_grad", [getattr(o, "requires_grad", None) for o in outs]))
+    loss = outs[0].sum() if backward_of == "first" else outs[0].sum() + outs[-1].sum()
+    if lib is torch:
+        loss.backward()
+    else:
+        ag.backward_sync(loss)
+    log.append(("x.grad", x.grad.numpy().tolist()))
+    return log
+
+
+@pytest.mark.parametrize(("case", "backward_of"),
+                         [(case, "first") for case in CASES]
+                         + [(case, "first_and_last") for case in CASES
+                            if case != "non_tensor_output"])  # its last output is a number
+def test_custom_function_sees_and_returns_what_pytorchs_does(case: str, backward_of: str) -> None:
+    ours = _run(ag, ag.Function, case, backward_of)
+    theirs = _run(torch, torch.autograd.Function, case, backward_of)
+    assert ours == theirs
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(30)
+async def test_non_tensor_outputs_get_none_gradients_in_async_backward() -> None:
+    got: list[Any] = []
+
+    class Op(ag.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return "label", x * 2.0, 3
+
+        @staticmethod
+        async def backward(ctx: Any, g_label: Any, g: Any, g_three: Any) -> Any:
+            got.extend([g_label, g_three])
+            return g * 2.0
+
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    _, out, _ = Op.apply(x)
+    await ag.backward(out.sum())
+    assert got == [None, None]
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+@pytest.mark.parametrize("case", ["saved_output", "unused_output_materialized"])
+def test_custom_function_backward_is_differentiable_like_pytorchs(case: str) -> None:
+    def second_order(lib: Any, base: type, grad: Any) -> list[float]:
+        class Op(base):  # type: ignore[misc, valid-type]
+            @staticmethod
+            def forward(ctx: Any, x: Any, y: Any, k: Any) -> Any:
+                return _forward(case, ctx, x, y, k)
+
+            @staticmethod
+            def backward(ctx: Any, *grads: Any) -> Any:
+                return _backward(case, ctx, grads)
+
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = lib.tensor([3.0, 4.0], requires_grad=True)
+        result = Op.apply(x, y, 7)
+        out = result[0] if isinstance(result, tuple) else result
+        gx, gy = grad((out * out).sum(), [x, y], create_graph=True)
+        return [g.detach().numpy().tolist() for g in grad((gx * gy).sum(), [x, y])]
+
+    ours = second_order(ag, ag.Function, ag.grad_sync)
+    theirs = second_order(torch, torch.autograd.Function, torch.autograd.grad)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
