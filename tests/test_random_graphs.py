@@ -14,7 +14,9 @@ PyTorch:
   ones included, equals ``torch.autograd.grad``;
 - ``await backward`` on the workers (under asyncio and Trio), with
   ``retain_graph`` and a second pass, accumulates PyTorch's gradients;
-- ``create_graph`` gradients differentiate again to PyTorch's second order.
+- ``create_graph`` gradients differentiate again to PyTorch's second order;
+- the same programs spread over several devices (the fake backend of
+  ``tests/fake_backend.py``) get the single-device PyTorch gradients.
 
 Ops with more than two differentiable inputs are left out on purpose: when
 three or more leaf accumulators become ready at once, PyTorch's
@@ -35,6 +37,7 @@ torch = pytest.importorskip("torch")
 
 SHAPE = (2, 3)
 SEEDS = range(40)
+DEVICES = ("cpu", "fake:0", "fake:1", "fake:2")  # fake: tests/fake_backend.py
 
 
 def _unary(name: str, fn: Callable[[Any, Any], Any]) -> tuple[str, int, Callable[..., Any]]:
@@ -100,20 +103,35 @@ class Program:
         self.input_picks = sorted({differentiable[i]
                                    for i in rng.integers(len(differentiable), size=3)})
         self.hook_picks = [differentiable[i] for i in rng.integers(len(differentiable), size=4)]
+        # where each step runs when the program is spread over devices (its own
+        # generator: the choices above stay those of the single-device program)
+        spread = np.random.default_rng(seed + 10_000)
+        self.places = [DEVICES[i] for i in spread.integers(len(DEVICES), size=len(self.steps))]
 
-    def build(self, lib: Any) -> list[Any]:
-        """All tensors of the program: the leaves, then one per step."""
+    def build(self, lib: Any, *, spread: bool = False) -> list[Any]:
+        """All tensors of the program: the leaves, then one per step.
+
+        ``spread``: each step first copies its operands to its device in
+        ``places`` (with ``.to()``); the leaves stay on the CPU.
+        """
         values = [lib.tensor(a.copy(), requires_grad=rg)
                   for a, rg in zip(self.leaves, self.leaf_grad)]
-        for op, picks in self.steps:
-            values.append(OPS[op][2](lib, *(values[i] for i in picks)))
+        for (op, picks), place in zip(self.steps, self.places):
+            operands = [values[i] for i in picks]
+            if spread:
+                operands = [t.to(place) for t in operands]
+            values.append(OPS[op][2](lib, *operands))
         return values
 
     def roots(self, values: list[Any]) -> list[Any]:
         return [values[i] for i in self.root_picks]
 
-    def grad_tensors(self, lib: Any) -> list[Any]:
-        return [lib.tensor(g.copy()) for g in self.root_grads]
+    def grad_tensors(self, lib: Any, roots: list[Any] | None = None) -> list[Any]:
+        """The roots' gradients; with ``roots``, each on its root's device."""
+        grads = [lib.tensor(g.copy()) for g in self.root_grads]
+        if roots is not None:
+            grads = [g.to(r.device) for g, r in zip(grads, roots)]
+        return grads
 
 
 def _built(seed: int) -> tuple[Program, list[Any], list[Any]]:
@@ -225,3 +243,33 @@ def test_second_order_grads_equal_pytorch(seed: int) -> None:
     t_seconds = torch.autograd.grad(sum(theirs_used), [theirs[i] for i in leaves],
                                     allow_unused=True)
     _assert_grads_equal(list(seconds), list(t_seconds))
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("seed", SEEDS[::2])
+@pytest.mark.parametrize("multithreading", [True, False])
+async def test_graphs_spread_over_devices_get_pytorchs_gradients(
+        seed: int, multithreading: bool, fake_backend: Any) -> None:
+    # Each step runs on a random device (three fake ones and the CPU), so nodes
+    # hand gradients between the device workers; grad() of intermediates (on
+    # their devices) and the leaves' gradients equal a single-device PyTorch
+    # run of the same program.
+    program, _, theirs = _built(seed)
+    inputs = program.input_picks
+    expected = torch.autograd.grad(program.roots(theirs), [theirs[i] for i in inputs],
+                                   program.grad_tensors(torch), allow_unused=True,
+                                   retain_graph=True)
+    torch.autograd.backward(program.roots(theirs), program.grad_tensors(torch))
+    ours = program.build(ag, spread=True)
+    roots = program.roots(ours)
+    with ag.set_multithreading_enabled(multithreading):
+        got = await ag.grad(roots, [ours[i] for i in inputs], program.grad_tensors(ag, roots),
+                            allow_unused=True, retain_graph=True)
+        await ag.backward(roots, program.grad_tensors(ag, roots))
+    n = len(program.leaves)
+    assert {str(t.device) for t in ours[n:]} > {"cpu"}
+    for i, g in zip(inputs, got):
+        assert g is None or g.device is ours[i].device
+    _assert_grads_equal([None if g is None else g.cpu() for g in got], list(expected))
+    _assert_grads_equal([t.grad for t in ours[:n]], [t.grad for t in theirs[:n]])
