@@ -302,19 +302,55 @@ def test_post_accumulate_grad_hook_sees_written_grad():
 def test_node_post_hook_may_replace_gradients():
     x = leaf([1.0])
     y = x * 2.0
-    y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: (grad_inputs[0] * 0.0,))
+    # x * 2.0: the number has a None edge, as in PyTorch, so two grad_inputs
+    y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: (grad_inputs[0] * 0.0, None))
     ag.backward_sync(y)
     assert x.grad.item() == 0.0
 
 
-def test_hook_returning_wrong_shape_is_an_invalid_gradient():
+def test_hook_returning_wrong_shape_is_an_error():
     x = leaf([1.0, 2.0])
     y = x * 2.0
-    y.grad_fn.register_hook(lambda gi, go: (ag.ones(3),))
-    with pytest.raises(RuntimeError, match=r"Function MulBackward0 returned an invalid gradient "
-                                           r"at index 0 - got \[3\] but expected shape "
-                                           r"compatible with \[2\]"):
+    y.grad_fn.register_hook(lambda gi, go: (ag.ones(3), None))
+    with pytest.raises(RuntimeError, match=r"hook of MulBackward0 returned a gradient of shape "
+                                           r"\(3,\) at index 0; expected \(2,\)"):
         ag.backward_sync(y, ag.ones(2))
+
+
+@pytest.mark.parametrize(("kind", "replacement"), [
+    (kind, replacement)
+    for kind in ("prehook", "hook")
+    for replacement in ("broadcastable_shape", "other_dtype", "fills_none", "same_shape_and_dtype")
+    if (kind, replacement) != ("prehook", "fills_none")  # MulBackward0 has one grad_output
+])
+def test_node_hook_replacements_are_checked_like_pytorchs(kind, replacement):
+    # PyTorch's check_single_result: a node hook may return None or a gradient
+    # of the same shape and dtype, and may not fill in a gradient that was None.
+    torch = pytest.importorskip("torch")
+
+    def run(lib, backward):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 2.0  # grad_inputs: (x's, None for the number)
+        new = {"broadcastable_shape": lambda: (lib.ones(1), None),
+               "other_dtype": lambda: (lib.ones(2, dtype=lib.float64), None),
+               "fills_none": lambda: (lib.ones(2), lib.ones(2)),
+               "same_shape_and_dtype": lambda: (lib.ones(2) * 5.0, None)}[replacement]
+        if kind == "prehook":
+            y.grad_fn.register_prehook(lambda go: new()[:1])
+        else:
+            y.grad_fn.register_hook(lambda gi, go: new())
+        try:
+            backward(y, lib.ones(2))
+        except RuntimeError:
+            return "error"
+        return x.grad.tolist()
+
+    ours = run(ag, ag.backward_sync)
+    assert ours == run(torch, torch.autograd.backward)
+    if replacement == "same_shape_and_dtype":
+        assert ours == ([5.0, 5.0] if kind == "hook" else [10.0, 10.0])
+    else:
+        assert ours == "error"
 
 
 # ---- execution order ----

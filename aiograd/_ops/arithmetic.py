@@ -1,7 +1,8 @@
 """Arithmetic: broadcasting ``+ - * / **``, negation, comparisons.
 
-A Python number operand stays a number (weak dtype, NEP 50) and gets no
-edge: ``y * 2.0`` records a MulBackward0 with one next edge.
+A Python number operand stays a number (weak dtype, NEP 50); its next edge
+is None, as in PyTorch: ``y * 2.0`` records a MulBackward0 whose next edges
+are ``y``'s and None, so hooks see two gradients, the second None.
 See Note [Dual backward formulas] and Note [Broadcast gradients].
 """
 
@@ -21,7 +22,7 @@ class AddBackward0(Node):
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
-        return (g, g) if len(self.next_edges) == 2 else (g,)
+        return (g, g if self.next_edges[1] is not None else None)
 
 
 class SubBackward0(Node):
@@ -29,8 +30,6 @@ class SubBackward0(Node):
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
-        if len(self.next_edges) == 1:
-            return (g,)
         return (g, -g if self.next_edges[1] is not None else None)
 
 
@@ -52,7 +51,7 @@ def add(a: Tensor, b: Any) -> Tensor:
     else:
         dev = a.device
         data = a.data + b
-        edges = edges_of(a)
+        edges = edges_of(a, None)
     if edges is None:
         return plain(data, dev)
     return record(AddBackward0(edges), data, dev)
@@ -67,7 +66,7 @@ def sub(a: Tensor, b: Any) -> Tensor:
     else:
         dev = a.device
         data = a.data - b
-        edges = edges_of(a)
+        edges = edges_of(a, None)
     if edges is None:
         return plain(data, dev)
     return record(SubBackward0(edges), data, dev)
@@ -94,7 +93,7 @@ class MulBackward0(Node):
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
         if self.scalar is not None:
-            return (g * self.scalar,)
+            return (g * self.scalar, None)
         edges = self.next_edges
         ga = g * self.other.unpack(self, create_graph) if edges[0] is not None else None
         gb = g * self.self_.unpack(self, create_graph) if edges[1] is not None else None
@@ -120,7 +119,7 @@ def mul(a: Tensor, b: Any) -> Tensor:
         node.scalar = None
         return record(node, data, dev)
     data = a.data * b
-    edges = edges_of(a)
+    edges = edges_of(a, None)
     if edges is None:
         return plain(data, a.device)
     node = MulBackward0(edges)
@@ -137,7 +136,7 @@ class DivBackward0(Node):
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
         if self.scalar is not None:
-            return (g / self.scalar,)
+            return (g / self.scalar, None)
         b = self.other.unpack(self, create_graph)
         if self.numer is not None:  # number / tensor
             return (-g * self.numer / (b * b),)
@@ -172,7 +171,7 @@ def div(a: Tensor, b: Any) -> Tensor:
         self_ = save(a) if edges[1] is not None else None
         return record(_div_node(edges, self_, save(b), None, None), data, dev)
     data = a.data / b
-    edges = edges_of(a)
+    edges = edges_of(a, None)
     if edges is None:
         return plain(data, a.device)
     return record(_div_node(edges, None, None, b, None), data, a.device)

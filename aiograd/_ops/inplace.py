@@ -104,7 +104,7 @@ def _prepare(t: Tensor, other: Any, true_div: bool = False) -> tuple[Any, Tensor
         check_same_device(t, other)
         operand, other_t, edges = other.data, other, edges_of(t, other)
     else:
-        operand, other_t, edges = other, None, edges_of(t)
+        operand, other_t, edges = other, None, edges_of(t, None)
     check_inplace(t, edges)
     result = t.device.xp.result_type(t.data, operand)
     if true_div and result.kind in "biu":

@@ -23,6 +23,8 @@ def _wrap(grad: Any) -> Any:
 
 
 def _unwrap_like(new: Any, old: Any, node: Node, what: str, i: int) -> Any:
+    """A node hook's replacement for gradient ``old``: None, or a Tensor of its shape and
+    dtype (PyTorch's ``check_single_result``)."""
     if new is None:
         return None
     if not isinstance(new, Tensor):
@@ -30,17 +32,21 @@ def _unwrap_like(new: Any, old: Any, node: Node, what: str, i: int) -> Any:
             f"{what} of {node.name()} returned a {type(new).__name__} at index {i}; "
             "expected a Tensor or None"
         )
-    if what == "prehook" and old is not None:
-        if new.shape != old.shape:
-            raise RuntimeError(
-                f"{what} of {node.name()} returned a gradient of shape {tuple(new.shape)} at "
-                f"index {i}; expected {tuple(old.shape)}"
-            )
-        if new.dtype != old.dtype:
-            raise RuntimeError(
-                f"{what} of {node.name()} returned a gradient of dtype {new.dtype} at index "
-                f"{i}; expected {old.dtype}"
-            )
+    if old is None:
+        raise RuntimeError(
+            f"{what} of {node.name()} returned a gradient at index {i}, where there was "
+            "none: can't replace a None gradient with a non-None value"
+        )
+    if new.shape != old.shape:
+        raise RuntimeError(
+            f"{what} of {node.name()} returned a gradient of shape {tuple(new.shape)} at "
+            f"index {i}; expected {tuple(old.shape)}"
+        )
+    if new.dtype != old.dtype:
+        raise RuntimeError(
+            f"{what} of {node.name()} returned a gradient of dtype {new.dtype} at index "
+            f"{i}; expected {old.dtype}"
+        )
     return new if isinstance(old, Tensor) else new.data
 
 
