@@ -13,6 +13,7 @@ operations bump it, and saved tensors check it when unpacked. Assigning
 from __future__ import annotations
 
 import numbers
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -55,6 +56,13 @@ int64 = numpy.dtype("int64")
 bool_ = numpy.dtype("bool")
 
 _FLOAT_KINDS = ("f",)
+_NON_LEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead."
+)
 
 
 class _VersionCounter:
@@ -181,7 +189,10 @@ class Tensor:
 
     @property
     def grad(self) -> Tensor | None:
-        return self._grad
+        grad = self._grad
+        if grad is None and self.grad_fn is not None and not self._retains_grad:
+            warnings.warn(_NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return grad
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:

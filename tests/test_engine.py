@@ -155,6 +155,19 @@ def test_backward_inputs_restrict_accumulation():
     assert w.grad is None
 
 
+def test_reading_grad_of_a_non_leaf_that_does_not_retain_it_warns():
+    x = leaf([1.0, 2.0])
+    h = x * 2.0
+    with pytest.warns(UserWarning, match="not a leaf Tensor is being accessed"):
+        assert h.grad is None
+    h.retain_grad()
+    ag.backward_sync(h * h, ag.ones(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(h.grad.numpy(), [4.0, 8.0])  # retained: no warning
+        np.testing.assert_allclose(x.grad.numpy(), [8.0, 16.0])  # a leaf: no warning
+
+
 def test_backward_inputs_write_grad_of_non_leaf():
     x = leaf([1.0, 2.0])
     h = x * 2.0
