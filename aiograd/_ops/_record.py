@@ -14,8 +14,8 @@ from ..graph._node import InputMetadata, Node, grad_accumulator
 from ..graph._saved import SavedTensor
 from ..graph._saved import _hooks as _saved_hooks
 
-__all__ = ["edges_of", "record", "record_many", "save", "scalar_or_tensor", "check_same_device",
-           "plain", "needs"]
+__all__ = ["edges_of", "edges_with_number", "record", "record_many", "save", "scalar_or_tensor",
+           "check_same_device", "plain", "needs"]
 
 
 def edges_of(*tensors: Tensor | None) -> tuple[tuple[Node, int] | None, ...] | None:
@@ -39,6 +39,16 @@ def edges_of(*tensors: Tensor | None) -> tuple[tuple[Node, int] | None, ...] | N
         else:
             edges.append((t._accumulator or grad_accumulator(t), 0))
     return tuple(edges) if found else None
+
+
+def edges_with_number(t: Tensor) -> tuple[tuple[Node, int], None] | None:
+    """``edges_of(t, None)``, faster: the edges of ``t op number`` (the number's is None)."""
+    if not t._rg or not _grad_enabled.get():
+        return None
+    fn = t.grad_fn
+    if fn is not None:
+        return (fn, t.output_nr), None
+    return (t._accumulator or grad_accumulator(t), 0), None
 
 
 def _metadata(data: Any, device: Device) -> InputMetadata:

@@ -13,7 +13,15 @@ from typing import Any
 from .._tensor import Tensor
 from ..graph._node import Node
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor
+from ._record import (
+    check_same_device,
+    edges_of,
+    edges_with_number,
+    plain,
+    record,
+    save,
+    scalar_or_tensor,
+)
 
 # ---- add / sub ----
 
@@ -51,7 +59,7 @@ def add(a: Tensor, b: Any) -> Tensor:
     else:
         dev = a.device
         data = a.data + b
-        edges = edges_of(a, None)
+        edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
     return record(AddBackward0(edges), data, dev)
@@ -66,7 +74,7 @@ def sub(a: Tensor, b: Any) -> Tensor:
     else:
         dev = a.device
         data = a.data - b
-        edges = edges_of(a, None)
+        edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
     return record(SubBackward0(edges), data, dev)
@@ -119,7 +127,7 @@ def mul(a: Tensor, b: Any) -> Tensor:
         node.scalar = None
         return record(node, data, dev)
     data = a.data * b
-    edges = edges_of(a, None)
+    edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)
     node = MulBackward0(edges)
@@ -171,7 +179,7 @@ def div(a: Tensor, b: Any) -> Tensor:
         self_ = save(a) if edges[1] is not None else None
         return record(_div_node(edges, self_, save(b), None, None), data, dev)
     data = a.data / b
-    edges = edges_of(a, None)
+    edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)
     return record(_div_node(edges, None, None, b, None), data, a.device)

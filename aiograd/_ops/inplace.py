@@ -28,7 +28,15 @@ import numpy
 from .._tensor import Tensor
 from ..graph._node import Node
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor
+from ._record import (
+    check_same_device,
+    edges_of,
+    edges_with_number,
+    plain,
+    record,
+    save,
+    scalar_or_tensor,
+)
 from .arithmetic import AddBackward0, DivBackward0, MulBackward0, SubBackward0
 
 __all__ = ["check_inplace", "commit_inplace"]
@@ -104,7 +112,7 @@ def _prepare(t: Tensor, other: Any, true_div: bool = False) -> tuple[Any, Tensor
         check_same_device(t, other)
         operand, other_t, edges = other.data, other, edges_of(t, other)
     else:
-        operand, other_t, edges = other, None, edges_of(t, None)
+        operand, other_t, edges = other, None, edges_with_number(t)
     check_inplace(t, edges)
     result = t.device.xp.result_type(t.data, operand)
     if true_div and result.kind in "biu":
