@@ -22,7 +22,6 @@ import numpy
 
 from . import devices
 from .devices import CPU, Device
-from .grad_mode import _grad_enabled
 
 __all__ = [
     "Tensor",
@@ -659,13 +658,3 @@ ones_like = _like(ones)
 full_like = _like(full)
 randn_like = _like(randn)
 rand_like = _like(rand)
-
-
-def is_grad_recording(*tensors: Tensor) -> bool:
-    """True when an op on ``tensors`` must record a node."""
-    if not _grad_enabled.get():
-        return False
-    for t in tensors:
-        if t._rg:
-            return True
-    return False

@@ -14,7 +14,7 @@ from ..graph._node import InputMetadata, Node, grad_accumulator
 from ..graph._saved import SavedTensor
 from ..graph._saved import _hooks as _saved_hooks
 
-__all__ = ["edges_of", "edges_with_number", "record", "record_many", "save", "scalar_or_tensor",
+__all__ = ["edges_of", "edges_with_number", "record", "save", "scalar_or_tensor",
            "check_same_device", "plain", "needs"]
 
 
@@ -77,22 +77,6 @@ def record(node: Node, data: Any, device: Device) -> Tensor:
     out.grad_fn = node
     out._rg = True
     return out
-
-
-def record_many(node: Node, datas: list[Any], device: Device,
-                differentiable: list[bool] | None = None) -> list[Tensor]:
-    """Like :func:`record` for a node with several outputs."""
-    node.input_metadata = tuple(_metadata(d, device) for d in datas)
-    _mark(node)
-    outs = []
-    for i, d in enumerate(datas):
-        out = Tensor._wrap(d, device)
-        if differentiable is None or differentiable[i]:
-            out.grad_fn = node
-            out.output_nr = i
-            out._rg = True
-        outs.append(out)
-    return outs
 
 
 def plain(data: Any, device: Device) -> Tensor:
