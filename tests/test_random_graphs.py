@@ -14,7 +14,8 @@ PyTorch:
   ones included, equals ``torch.autograd.grad``;
 - ``await backward`` on the workers (under asyncio and Trio), with
   ``retain_graph`` and a second pass, accumulates PyTorch's gradients;
-- ``create_graph`` gradients differentiate again to PyTorch's second order;
+- ``create_graph`` gradients, on the caller and on the CPU worker, differentiate again
+  to PyTorch's second order;
 - the same programs spread over several devices (the fake backend of
   ``tests/fake_backend.py``) get the single-device PyTorch gradients.
 
@@ -224,25 +225,53 @@ async def test_await_backward_twice_on_the_workers_equals_pytorch(seed: int,
     _assert_grads_equal([t.grad for t in ours[:n]], [t.grad for t in theirs[:n]])
 
 
+def _squared_norms(firsts: Any) -> list[Any]:
+    """What the second-order tests differentiate: |g|^2 of each non-constant first gradient."""
+    return [(g * g).sum() for g in firsts if g is not None and g.requires_grad]
+
+
+def _second_order_of_pytorch(program: Program, theirs: list[Any],
+                             leaves: list[int]) -> tuple[int, tuple[Any, ...] | None]:
+    """How many first gradients are not constant, and the second-order gradients."""
+    inputs = [theirs[i] for i in leaves]
+    firsts = torch.autograd.grad(program.roots(theirs), inputs, program.grad_tensors(torch),
+                                 create_graph=True, allow_unused=True)
+    norms = _squared_norms(firsts)
+    if not norms:  # every first gradient is constant: nothing to differentiate
+        return 0, None
+    return len(norms), torch.autograd.grad(sum(norms), inputs, allow_unused=True)
+
+
 @pytest.mark.parametrize("seed", SEEDS[::2])
 def test_second_order_grads_equal_pytorch(seed: int) -> None:
     program, ours, theirs = _built(seed)
-    n = len(program.leaves)
-    leaves = [i for i in range(n) if program.leaf_grad[i]]
-    firsts = ag.grad_sync(program.roots(ours), [ours[i] for i in leaves],
-                          program.grad_tensors(ag), create_graph=True, allow_unused=True)
-    t_firsts = torch.autograd.grad(program.roots(theirs), [theirs[i] for i in leaves],
-                                   program.grad_tensors(torch), create_graph=True,
-                                   allow_unused=True)
-    ours_used = [(g * g).sum() for g in firsts if g is not None and g.requires_grad]
-    theirs_used = [(g * g).sum() for g in t_firsts if g is not None and g.requires_grad]
-    assert len(ours_used) == len(theirs_used)
-    if not theirs_used:  # every first gradient is constant in both: nothing to differentiate
-        return
-    seconds = ag.grad_sync(sum(ours_used), [ours[i] for i in leaves], allow_unused=True)
-    t_seconds = torch.autograd.grad(sum(theirs_used), [theirs[i] for i in leaves],
-                                    allow_unused=True)
-    _assert_grads_equal(list(seconds), list(t_seconds))
+    leaves = [i for i in range(len(program.leaves)) if program.leaf_grad[i]]
+    count, expected = _second_order_of_pytorch(program, theirs, leaves)
+    inputs = [ours[i] for i in leaves]
+    norms = _squared_norms(ag.grad_sync(program.roots(ours), inputs, program.grad_tensors(ag),
+                                        create_graph=True, allow_unused=True))
+    assert len(norms) == count
+    if expected is not None:
+        _assert_grads_equal(list(ag.grad_sync(sum(norms), inputs, allow_unused=True)),
+                            list(expected))
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("seed", SEEDS[1::4])
+async def test_second_order_grads_on_the_workers_equal_pytorch(seed: int,
+                                                                workers_only: None) -> None:
+    # create_graph on the CPU worker: the nodes record their formulas there
+    program, ours, theirs = _built(seed)
+    leaves = [i for i in range(len(program.leaves)) if program.leaf_grad[i]]
+    count, expected = _second_order_of_pytorch(program, theirs, leaves)
+    inputs = [ours[i] for i in leaves]
+    norms = _squared_norms(await ag.grad(program.roots(ours), inputs, program.grad_tensors(ag),
+                                         create_graph=True, allow_unused=True))
+    assert len(norms) == count
+    if expected is not None:
+        _assert_grads_equal(list(await ag.grad(sum(norms), inputs, allow_unused=True)),
+                            list(expected))
 
 
 @pytest.mark.anyio
