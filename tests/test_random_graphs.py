@@ -127,6 +127,14 @@ class Program:
     def roots(self, values: list[Any]) -> list[Any]:
         return [values[i] for i in self.root_picks]
 
+    def describe(self) -> str:
+        """The program as text, for failure messages: ``t5 = mul(t2, t4)``, ..."""
+        n = len(self.leaves)
+        lines = [f"t{i} = leaf(requires_grad={rg})" for i, rg in enumerate(self.leaf_grad)]
+        lines += [f"t{n + k} = {OPS[op][0]}({', '.join(f't{i}' for i in picks)})"
+                  for k, (op, picks) in enumerate(self.steps)]
+        return "\n".join(lines + [f"roots: {self.root_picks}"])
+
     def grad_tensors(self, lib: Any, roots: list[Any] | None = None) -> list[Any]:
         """The roots' gradients; with ``roots``, each on its root's device."""
         grads = [lib.tensor(g.copy()) for g in self.root_grads]
@@ -173,7 +181,7 @@ def test_node_order_and_leaf_grads_equal_pytorch(seed: int) -> None:
         ag.backward_sync(program.roots(ours), program.grad_tensors(ag))
     with torch.autograd.set_multithreading_enabled(False):
         torch.autograd.backward(program.roots(theirs), program.grad_tensors(torch))
-    assert our_names == their_names
+    assert our_names == their_names, program.describe()
     n = len(program.leaves)
     _assert_grads_equal([t.grad for t in ours[:n]], [t.grad for t in theirs[:n]])
 
@@ -195,7 +203,7 @@ def test_tensor_hooks_and_retained_grads_equal_pytorch(seed: int) -> None:
         ag.backward_sync(program.roots(ours), program.grad_tensors(ag))
     with torch.autograd.set_multithreading_enabled(False):
         torch.autograd.backward(program.roots(theirs), program.grad_tensors(torch))
-    assert calls["ours"] == calls["theirs"]
+    assert calls["ours"] == calls["theirs"], program.describe()
     picked = sorted(set(range(len(program.leaves))) | set(program.hook_picks))
     _assert_grads_equal([ours[i].grad for i in picked], [theirs[i].grad for i in picked])
 
