@@ -11,7 +11,7 @@ PyTorch:
 - tensor hooks that scale gradients, on leaves and intermediates, run in
   PyTorch's order, and retained gradients equal PyTorch's;
 - ``grad(roots, inputs=...)`` over leaves and intermediate tensors, unused
-  ones included, equals ``torch.autograd.grad``;
+  ones included, equals ``torch.autograd.grad``, with tensor hooks too;
 - ``await backward`` on the workers (under asyncio and Trio), with
   ``retain_graph`` and a second pass, accumulates PyTorch's gradients;
 - ``create_graph`` gradients, on the caller and on the CPU worker, differentiate again
@@ -206,6 +206,26 @@ def test_tensor_hooks_and_retained_grads_equal_pytorch(seed: int) -> None:
     assert calls["ours"] == calls["theirs"], program.describe()
     picked = sorted(set(range(len(program.leaves))) | set(program.hook_picks))
     _assert_grads_equal([ours[i].grad for i in picked], [theirs[i].grad for i in picked])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_grad_with_tensor_hooks_equals_pytorch(seed: int) -> None:
+    # grad() captures an input's gradient before that tensor's hooks run when its
+    # node also runs for another input, and after them when it only captures
+    # (seed evaluate_function): the hooks' calls and the results are PyTorch's.
+    program, ours, theirs = _built(seed)
+    calls: dict[str, list[int]] = {"ours": [], "theirs": []}
+    for k, i in enumerate(program.hook_picks):
+        for who, values in (("ours", ours), ("theirs", theirs)):
+            values[i].register_hook(
+                lambda g, k=k, log=calls[who]: (log.append(k), g * (1.5 + k))[1])
+    got = ag.grad_sync(program.roots(ours), [ours[i] for i in program.input_picks],
+                       program.grad_tensors(ag), allow_unused=True)
+    expected = torch.autograd.grad(program.roots(theirs),
+                                   [theirs[i] for i in program.input_picks],
+                                   program.grad_tensors(torch), allow_unused=True)
+    assert calls["ours"] == calls["theirs"], program.describe()
+    _assert_grads_equal(list(got), list(expected))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
