@@ -186,24 +186,32 @@ def test_node_order_and_leaf_grads_equal_pytorch(seed: int) -> None:
     _assert_grads_equal([t.grad for t in ours[:n]], [t.grad for t in theirs[:n]])
 
 
+def _scale_at_hook_picks(program: Program, values: list[Any]) -> list[int]:
+    """Hook ``program.hook_picks`` (some twice): hook k scales the gradient by 0.5 + k and
+    logs k in the list returned."""
+    calls: list[int] = []
+    for k, i in enumerate(program.hook_picks):
+        values[i].register_hook(lambda g, k=k: (calls.append(k), g * (0.5 + k))[1])
+    return calls
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_tensor_hooks_and_retained_grads_equal_pytorch(seed: int) -> None:
     # Hooks on leaves and intermediates (some tensors twice) scale the gradient;
     # each tensor hooked also retains its grad. The hooks' calls come in
     # PyTorch's order and every gradient downstream of them equals PyTorch's.
     program, ours, theirs = _built(seed)
-    calls: dict[str, list[int]] = {"ours": [], "theirs": []}
-    for k, i in enumerate(program.hook_picks):
-        for who, values in (("ours", ours), ("theirs", theirs)):
-            values[i].register_hook(
-                lambda g, k=k, log=calls[who]: (log.append(k), g * (0.5 + k))[1])
+    our_calls = _scale_at_hook_picks(program, ours)
+    their_calls = _scale_at_hook_picks(program, theirs)
+    for values in (ours, theirs):
+        for i in program.hook_picks:
             if values[i].grad_fn is not None:
                 values[i].retain_grad()
     with ag.set_multithreading_enabled(False):
         ag.backward_sync(program.roots(ours), program.grad_tensors(ag))
     with torch.autograd.set_multithreading_enabled(False):
         torch.autograd.backward(program.roots(theirs), program.grad_tensors(torch))
-    assert calls["ours"] == calls["theirs"], program.describe()
+    assert our_calls == their_calls, program.describe()
     picked = sorted(set(range(len(program.leaves))) | set(program.hook_picks))
     _assert_grads_equal([ours[i].grad for i in picked], [theirs[i].grad for i in picked])
 
@@ -214,17 +222,14 @@ def test_grad_with_tensor_hooks_equals_pytorch(seed: int) -> None:
     # node also runs for another input, and after them when it only captures
     # (seed evaluate_function): the hooks' calls and the results are PyTorch's.
     program, ours, theirs = _built(seed)
-    calls: dict[str, list[int]] = {"ours": [], "theirs": []}
-    for k, i in enumerate(program.hook_picks):
-        for who, values in (("ours", ours), ("theirs", theirs)):
-            values[i].register_hook(
-                lambda g, k=k, log=calls[who]: (log.append(k), g * (1.5 + k))[1])
+    our_calls = _scale_at_hook_picks(program, ours)
+    their_calls = _scale_at_hook_picks(program, theirs)
     got = ag.grad_sync(program.roots(ours), [ours[i] for i in program.input_picks],
                        program.grad_tensors(ag), allow_unused=True)
     expected = torch.autograd.grad(program.roots(theirs),
                                    [theirs[i] for i in program.input_picks],
                                    program.grad_tensors(torch), allow_unused=True)
-    assert calls["ours"] == calls["theirs"], program.describe()
+    assert our_calls == their_calls, program.describe()
     _assert_grads_equal(list(got), list(expected))
 
 
