@@ -88,6 +88,7 @@ class Tensor:
         "_grad",
         "_vc",
         "_base",
+        "_views",
         "_accumulator",
         "_hooks",
         "_post_acc_hooks",
@@ -116,6 +117,7 @@ class Tensor:
         t._grad = None
         t._vc = _VersionCounter()
         t._base = None
+        t._views = None
         t._accumulator = None
         t._hooks = None
         t._post_acc_hooks = None

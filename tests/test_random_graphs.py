@@ -72,7 +72,17 @@ OPS = [
     _unary("mean_row", lambda lib, a: a - a.mean(1, keepdim=True)),
     _unary("detached", lambda lib, a: a * a.detach()),
     _unary("inplace", lambda lib, a: a.clone().mul_(0.5).add_(a)),
+    _binary("view_writes", lambda lib, a, b: _view_writes(a, b)),
 ]
+
+
+def _view_writes(a: Any, b: Any) -> Any:
+    """In-place writes through views (CopySlices), and a view read after them."""
+    y = a * 1.0
+    col = y[:, 0]
+    y[:, 1:].mul_(b[:, :2].tanh())
+    y[0] += b[1] * 0.5
+    return y + col.unsqueeze(1)
 
 
 def _torch_name(node: Any) -> str:

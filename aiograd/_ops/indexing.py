@@ -29,7 +29,7 @@ from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, scalar_or_tensor
 from .inplace import check_inplace, commit_inplace
-from .shape import as_view
+from .views import as_view
 
 __all__ = ["getitem", "setitem", "index_scatter_add"]
 

@@ -7,12 +7,11 @@ Note [In-place ops]
     computing a wrong gradient. When autograd is involved (grad mode is on
     and ``t`` or the other operand requires grad) ``t``'s history is
     *rebased*: a new node, whose first next edge is ``t``'s old edge, becomes
-    ``t.grad_fn`` (PyTorch's ``rebase_history``). Refused, as in PyTorch: a
-    leaf that requires grad (its ``.grad`` would belong to a value that no
-    longer exists). Refused, where PyTorch rewrites the base's history
-    (``CopySlices``): a view whose write involves autograd, since aiograd
-    does not track the views of a base. Without autograd, views are written
-    like any tensor (``with no_grad(): w[0].zero_()``).
+    ``t.grad_fn`` (PyTorch's ``rebase_history``); when ``t`` is a view, the
+    node goes into its root's ``CopySlices`` instead (Note [In-place writes
+    to views] in :mod:`.views`). Refused, as in PyTorch: a leaf that requires
+    grad, or a view of one (its ``.grad`` would belong to a value that no
+    longer exists), and a view made in no_grad mode.
 
 The formulas are those of the out-of-place ops (the nodes of
 :mod:`.arithmetic` are reused); a value the formula needs from before the
@@ -26,6 +25,7 @@ from typing import Any
 import numpy
 
 from .._tensor import Tensor
+from ..grad_mode import _grad_enabled
 from ..graph._node import Node
 from . import _dual
 from ._record import (
@@ -38,6 +38,7 @@ from ._record import (
     scalar_or_tensor,
 )
 from .arithmetic import AddBackward0, DivBackward0, MulBackward0, SubBackward0
+from .views import is_differentiable_view, rebase_view, refresh_views, set_history
 
 __all__ = ["check_inplace", "commit_inplace"]
 
@@ -51,25 +52,26 @@ def check_inplace(t: Tensor, edges: _Edges) -> None:
 
     See Note [In-place ops]. Called before anything is written.
     """
+    base = t._base
     if edges is not None:
         if t.grad_fn is None and t._rg:
             raise RuntimeError(
                 "a leaf Variable that requires grad is being used in an in-place operation."
             )
-        base = t._base
-        if base is not None:
-            if base.grad_fn is None and base._rg:
-                raise RuntimeError(
-                    "a view of a leaf Variable that requires grad is being used in an "
-                    "in-place operation."
-                )
+        if base is not None and base.grad_fn is None and base._rg:
             raise RuntimeError(
-                f"in-place write to a view (shape {list(t.shape)}) of a tensor of shape "
-                f"{list(base.shape)} while autograd records it: aiograd does not support "
-                "in-place operations on views when the view or the value written requires "
-                "grad. Write into the base tensor (base[idx] = value), use the out-of-place "
-                "op (y = y + x), or clone() the view first."
+                "a view of a leaf Variable that requires grad is being used in an "
+                "in-place operation."
             )
+    if (base is not None and (edges is not None or base._rg) and _grad_enabled.get()
+            and not is_differentiable_view(t)):
+        raise RuntimeError(
+            "A view was created in no_grad mode and is being modified inplace with grad mode "
+            "enabled. Given that this use case is ambiguous and error-prone, it is forbidden. "
+            "You can clarify your code by moving both the view and the inplace either both "
+            "inside the no_grad block (if you don't want the inplace to be tracked) or both "
+            "outside (if you want the inplace to be tracked)."
+        )
     data = t.data
     for n, stride in zip(data.shape, data.strides):
         if stride == 0 and n > 1:
@@ -81,20 +83,19 @@ def check_inplace(t: Tensor, edges: _Edges) -> None:
 
 
 def commit_inplace(t: Tensor, node: Node | None) -> Tensor:
-    """After writing ``t.data``: bump the version and, if ``node``, rebase ``t``'s history."""
+    """After writing ``t.data``: bump the version and, if ``node``, rebase ``t``'s history
+    (its root's, for a view); then renew the history of the root's live views."""
     t._vc.value += 1
-    if node is None:
-        return t
-    retains = t._retains_grad
-    if retains:  # the retains-grad hook follows t to its new version
-        del t.grad_fn._retains_grad_hooks[t.output_nr]
-        t._retains_grad = False
-    record(node, t.data, t.device)  # sets the node's input metadata
-    t.grad_fn = node
-    t.output_nr = 0
-    t._rg = True
-    if retains:
-        t.retain_grad()
+    root = t._base
+    if node is not None:
+        if root is None:
+            set_history(t, node)
+        else:
+            rebase_view(t, node)
+    if root is None:
+        root = t
+    if root._views is not None:
+        refresh_views(root)
     return t
 
 

@@ -8,9 +8,9 @@ inverse shape op under ``create_graph``.
 Note [Views share the version counter]
     A view ``v`` of ``t`` writes the same memory, so an in-place change
     through either is a change of both: ``v._vc is t._vc`` and ``v._base``
-    is the root tensor whose memory they share (never another view). The
-    in-place ops use ``_base`` to refuse in-place writes to views when
-    autograd is involved (see Note [In-place ops] in :mod:`.inplace`).
+    is the root tensor whose memory they share (never another view). An
+    in-place write to either rewrites the history of the root and of its
+    views: see Note [In-place writes to views] in :mod:`.views`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from ..graph._node import Node
 from . import _dual
 from ._record import edges_of, plain, record
 from .inplace import clone
+from .views import as_view
 
-__all__ = ["wrap_dim", "as_view", "size_args"]
+__all__ = ["wrap_dim", "size_args"]
 
 
 # ---- helpers shared with indexing and joining ----
@@ -45,13 +46,6 @@ def wrap_dim(dim: Any, ndim: int) -> int:
             f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})"
         )
     return d % n
-
-
-def as_view(out: Tensor, base: Tensor) -> Tensor:
-    """Make ``out`` a view of ``base``. See Note [Views share the version counter]."""
-    out._vc = base._vc
-    out._base = base if base._base is None else base._base
-    return out
 
 
 def size_args(args: Sequence[Any], what: str) -> tuple[int, ...]:
