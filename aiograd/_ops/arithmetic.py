@@ -8,6 +8,7 @@ See Note [Dual backward formulas] and Note [Broadcast gradients].
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .._tensor import Tensor
@@ -232,7 +233,8 @@ class PowBackward0(Node):
 
 
 class PowBackward1(Node):
-    """``tensor ** tensor``: d/da = e a^(e-1), d/de = a^e log a (0 where a == 0, e >= 0)."""
+    """``tensor ** tensor``: d/da = e a^(e-1) (0 where e == 0), d/de = a^e log a (0 where
+    a == 0 and e >= 0), as PyTorch's ``pow_backward_self``/``pow_backward_exponent``."""
 
     __slots__ = ("self_", "exponent", "result")
 
@@ -241,7 +243,9 @@ class PowBackward1(Node):
         edges = self.next_edges
         a = self.self_.unpack(self, create_graph)
         e = self.exponent.unpack(self, create_graph)
-        ga = g * e * a ** (e - 1) if edges[0] is not None else None
+        ga = None
+        if edges[0] is not None:
+            ga = _dual.where(_dual.raw(e) == 0, 0.0, g * e * a ** (e - 1))
         ge = None
         if edges[1] is not None:
             out = self.result.unpack(self, create_graph)
@@ -256,17 +260,18 @@ class PowBackward1(Node):
 
 
 class RpowBackward(Node):
-    """``number ** tensor``: d/de = b^e log b."""
+    """``number ** tensor``: d/de = b^e log b (NaN for b < 0; for b == 0: 0 where e >= 0,
+    that is where the result is finite, and -inf where e < 0), as PyTorch."""
 
     __slots__ = ("base", "result")
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        import math
-
+        g = grads[0]
         out = self.result.unpack(self, create_graph)
-        if self.base == 0:
-            return (grads[0] * 0,)
-        return (grads[0] * out * math.log(self.base),)
+        b = self.base
+        if b == 0:
+            return (_dual.where(_dual.raw(out) != math.inf, 0.0, g * -math.inf),)
+        return (g * out * (math.log(b) if b > 0 else math.nan),)
 
     def release_variables(self) -> None:
         self.result.release()
@@ -319,6 +324,8 @@ def rpow(a: Tensor, b: Any) -> Tensor:
 
 def _compare(name: str) -> Any:
     def compare(a: Tensor, b: Any) -> Tensor:
+        if b is None or isinstance(b, str):
+            return NotImplemented  # ``t == None`` is False, as in PyTorch; ``t < None`` raises
         b = scalar_or_tensor(b, a)
         other = b.data if type(b) is Tensor else b
         if type(b) is Tensor:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import warnings
 from typing import Any
 
 import numpy
@@ -58,6 +59,10 @@ def _index_array(t: Tensor, arr: Any) -> Any:
         raise IndexError(
             f"tensors used as indices must be long, int or bool tensors, got dtype {arr.dtype}"
         )
+    if arr.dtype == numpy.uint8:  # a mask, as in PyTorch
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                      "torch.bool instead.", UserWarning, stacklevel=4)
+        arr = arr.astype(bool)
     return arr
 
 

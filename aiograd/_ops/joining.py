@@ -13,6 +13,7 @@ from typing import Any
 
 from .._tensor import Tensor
 from ..graph._node import Node
+from . import _dual
 from ._record import check_same_device, edges_of, plain, record
 from .shape import wrap_dim
 
@@ -40,49 +41,62 @@ def _tensors(tensors: Sequence[Tensor], what: str) -> list[Tensor]:
 # ---- cat ----
 
 class CatBackward0(Node):
-    """Invariant: input ``i`` is ``out[..., bounds[i]:bounds[i + 1], ...]`` along ``dim``."""
+    """Invariant: input ``i`` is ``out[..., spans[i][0]:spans[i][1], ...]`` along ``dim``;
+    ``spans[i]`` is None for an input cat skipped (1-D and empty)."""
 
-    __slots__ = ("dim", "bounds")
+    __slots__ = ("dim", "spans")
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
         lead = (slice(None),) * self.dim
-        b = self.bounds
         return tuple(
-            None if edge is None else g[lead + (slice(b[i], b[i + 1]),)]
-            for i, edge in enumerate(self.next_edges)
+            None if edge is None
+            else _dual.zeros_of(g, (0,)) if span is None
+            else g[lead + (slice(*span),)]
+            for edge, span in zip(self.next_edges, self.spans)
         )
+
+
+def _skipped(t: Tensor) -> bool:
+    """PyTorch's legacy rule: cat ignores 1-D empty tensors (``cat([tensor([]), x])``)."""
+    return t.ndim == 1 and t.shape[0] == 0
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate ``tensors`` along the existing dim ``dim``; other sizes must match."""
     ts = _tensors(tensors, "cat")
-    first = ts[0]
+    skip = [_skipped(t) for t in ts]
+    if all(skip):
+        skip = [False] * len(ts)
+    used = [(i, t) for i, t in enumerate(ts) if not skip[i]]
+    first = used[0][1]
     for i, t in enumerate(ts):
         if t.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    d = wrap_dim(dim, first.ndim)
+    for i, t in used:
         if t.ndim != first.ndim:
             raise RuntimeError(
                 f"Tensors must have same number of dimensions: got {first.ndim} and {t.ndim}"
             )
-    d = wrap_dim(dim, first.ndim)
-    for i, t in enumerate(ts):
         for j, (n, m) in enumerate(zip(first.shape, t.shape)):
             if j != d and n != m:
                 raise RuntimeError(
                     f"Sizes of tensors must match except in dimension {d}. Expected size {n} "
                     f"but got size {m} for tensor number {i} in the list."
                 )
-    data = first.device.xp.concatenate([t.data for t in ts], axis=d)
+    data = first.device.xp.concatenate([t.data for _, t in used], axis=d)
     edges = edges_of(*ts)
     if edges is None:
         return plain(data, first.device)
     node = CatBackward0(edges)
     node.dim = d
-    bounds = [0]
-    for t in ts:
-        bounds.append(bounds[-1] + t.shape[d])
-    node.bounds = tuple(bounds)
+    spans = []
+    start = 0
+    for t, skipped in zip(ts, skip):
+        spans.append(None if skipped else (start, start + t.shape[d]))
+        start += 0 if skipped else t.shape[d]
+    node.spans = tuple(spans)
     return record(node, data, first.device)
 
 

@@ -145,13 +145,16 @@ class ValuesIndices(NamedTuple):
 
 
 class MaxBackward1(Node):
-    """Full max: the gradient is split evenly among the elements equal to the result."""
+    """Full max: the gradient is split evenly among the elements equal to the result
+    (among the NaNs when the result is NaN, as PyTorch's ``evenly_distribute_backward``)."""
 
     __slots__ = ("self_", "result")
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         x = self.self_.unpack(self, False)
-        mask = x == self.result.unpack(self, False)
+        result = self.result.unpack(self, False)
+        xp = _dual.xp_of(x)
+        mask = xp.isnan(x) if bool(xp.isnan(result)) else x == result
         weights = mask.astype(x.dtype) / mask.sum(dtype=x.dtype)
         return (grads[0] * weights,)
 

@@ -189,7 +189,10 @@ def squeeze(t: Tensor, dim: Any = None) -> Tensor:
         axes = tuple(i for i, n in enumerate(t.shape) if n == 1)
         node_cls: type[_ReshapeBackward] = SqueezeBackward0
     elif isinstance(dim, (tuple, list)):
-        dims = {wrap_dim(d, t.ndim) for d in dim}
+        dims = [wrap_dim(d, t.ndim) for d in dim]
+        for i, d in enumerate(dims):
+            if d in dims[:i]:
+                raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
         axes = tuple(d for d in sorted(dims) if t.ndim and t.shape[d] == 1)
         node_cls = SqueezeBackward2
     else:

@@ -1,0 +1,91 @@
+"""Op edge cases (zeros, NaNs, odd index dtypes, legacy rules), each run in both libraries."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import aiograd as ag
+
+pytestmark = pytest.mark.timeout(60)
+
+torch = pytest.importorskip("torch")
+
+
+def _grads(lib, loss, xs):
+    if lib is torch:
+        return [g.detach().numpy() for g in torch.autograd.grad(loss, xs)]
+    return [g.numpy() for g in ag.grad_sync(loss, xs)]
+
+
+def _pow_zero_exponent(lib):
+    a = lib.tensor([0.0, -0.5, 2.0], requires_grad=True)
+    return _grads(lib, (a ** lib.tensor([0.0, 0.0, 1.0])).sum(), [a])
+
+
+def _rpow_negative_base(lib):
+    a = lib.tensor([2.0, 3.0], requires_grad=True)
+    return _grads(lib, ((-2.0) ** a).sum(), [a])
+
+
+def _rpow_zero_base(lib):
+    a = lib.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _grads(lib, (0.0 ** a).sum(), [a])
+
+
+def _max_with_nan(lib):
+    a = lib.tensor([1.0, float("nan"), 3.0], requires_grad=True)
+    b = lib.tensor([1.0, float("nan"), float("nan")], requires_grad=True)
+    return _grads(lib, a.max() + b.min(), [a, b])
+
+
+def _cat_skips_1d_empty(lib):
+    e = lib.tensor([], requires_grad=True)
+    x = lib.ones(2, 3, requires_grad=True)
+    c = lib.cat([e, x, e], 1)
+    return [np.array(c.shape)] + _grads(lib, (c * c).sum(), [e, x])
+
+
+CASES = {
+    "pow_zero_exponent": _pow_zero_exponent,
+    "rpow_negative_base": _rpow_negative_base,
+    "rpow_zero_base": _rpow_zero_base,
+    "max_with_nan": _max_with_nan,
+    "cat_skips_1d_empty": _cat_skips_1d_empty,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_edge_case_matches_torch(name):
+    ours, theirs = CASES[name](ag), CASES[name](torch)
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_uint8_index_is_a_mask_with_torchs_warning():
+    results = []
+    for lib in (ag, torch):
+        x = lib.tensor([10.0, 20.0, 30.0])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            picked = x[lib.tensor(np.array([1, 0, 1], np.uint8))]
+        results.append((picked.numpy().tolist(), [str(w.message)[:40] for w in caught]))
+    assert results[0] == results[1]
+
+
+def test_equality_with_none_or_a_string_is_false():
+    x = ag.tensor([1.0])
+    assert (x == None) is False and (x != None) is True  # noqa: E711
+    assert (x == "a") is False
+    with pytest.raises(TypeError):
+        x < None  # noqa: B015
+
+
+def test_squeeze_with_a_dim_named_twice_raises():
+    for lib in (ag, torch):
+        with pytest.raises(RuntimeError, match="dim 1 appears multiple times"):
+            lib.ones(1, 1, 3).squeeze((1, -2))
