@@ -1,4 +1,4 @@
-"""PyTorch as a test oracle: shared checks of the op test modules.
+"""PyTorch as a test oracle: shared checks (and inputs) of the op test modules.
 
 Each check skips (``pytest.importorskip``) when PyTorch is not installed.
 """
@@ -12,6 +12,17 @@ import numpy as np
 import pytest
 
 import aiograd as ag
+
+
+def arr(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    """Standard normal float64 values."""
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def away_from_zero(shape: tuple[int, ...], seed: int = 1) -> np.ndarray:
+    """float64 values at least 0.5 from zero (safe divisors)."""
+    a = arr(shape, seed)
+    return np.sign(a) * (0.5 + np.abs(a))
 
 
 def leaf(a: Any) -> ag.Tensor:

@@ -7,20 +7,11 @@ import gc
 
 import numpy as np
 import pytest
-from oracles import check_against_torch, check_second_order, leaf
+from oracles import arr, away_from_zero, check_against_torch, check_second_order, leaf
 
 import aiograd as ag
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def arr(shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape)
-
-
-def away_from_zero(shape, seed=1):
-    a = arr(shape, seed)
-    return np.sign(a) * (0.5 + np.abs(a))
 
 
 def _iadd_column(y, w):
