@@ -7,7 +7,9 @@ models with ``await loss.backward()`` under asyncio and Trio.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import copy
+import pickle
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -76,6 +78,33 @@ def test_parameter_without_grad():
     p = nn.Parameter(np.zeros(3), requires_grad=False)
     assert not p.requires_grad
     assert isinstance(p, nn.Parameter)
+
+
+def _pickle_round_trip(obj: Any) -> Any:
+    return pickle.loads(pickle.dumps(obj))
+
+
+_COPIES = pytest.mark.parametrize("clone", [copy.deepcopy, _pickle_round_trip],
+                                  ids=["deepcopy", "pickle"])
+
+
+@_COPIES
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_copied_parameter_is_a_new_parameter_without_grad_like_torch(
+        clone: Callable[[Any], Any], requires_grad: bool):
+    torch = pytest.importorskip("torch")
+    p = nn.Parameter(np.arange(3.0), requires_grad=requires_grad)
+    tp = torch.nn.Parameter(torch.arange(3.0, dtype=torch.float64), requires_grad=requires_grad)
+    p.grad = aiograd.ones(3, dtype=aiograd.float64)
+    tp.grad = torch.ones(3, dtype=torch.float64)
+    q, tq = clone(p), clone(tp)
+    assert isinstance(q, nn.Parameter) and isinstance(tq, torch.nn.Parameter)
+    assert q.requires_grad == tq.requires_grad == requires_grad
+    assert q.grad is None and tq.grad is None
+    assert q.dtype == p.dtype
+    np.testing.assert_array_equal(q.data, tq.detach().numpy())
+    assert not np.shares_memory(q.data, p.data)
+    assert not isinstance(clone(aiograd.ones(2)), nn.Parameter)  # plain tensors stay plain
 
 
 # ---- Module registration and traversal ----
@@ -167,6 +196,32 @@ def test_sequential_indexing_len_and_ordered_dict():
         seq[2]
 
 
+@_COPIES
+def test_copied_module_is_independent_and_trains_like_torch(clone: Callable[[Any], Any]):
+    torch = pytest.importorskip("torch")
+    model = _mlp()
+    before = model.state_dict()
+    copied, tcopied = clone(model), clone(_torch_mlp(torch, model))
+    for (name, p), (tname, tp) in zip(copied.named_parameters(), tcopied.named_parameters(),
+                                      strict=True):
+        assert name == tname
+        assert isinstance(p, nn.Parameter) and isinstance(tp, torch.nn.Parameter)
+        assert not any(np.shares_memory(p.data, q.data) for q in model.parameters())
+    copied[0].weight = copied[0].weight  # a copied parameter can be registered again
+    xn, yn = _data()
+    opt, topt = SGD(copied.parameters(), lr=0.1), torch.optim.SGD(tcopied.parameters(), lr=0.1)
+    aiograd.backward_sync(F.cross_entropy(copied(aiograd.tensor(xn)), yn))
+    torch.nn.functional.cross_entropy(tcopied(torch.from_numpy(xn)),
+                                      torch.from_numpy(yn)).backward()
+    opt.step()
+    topt.step()
+    for name, value in tcopied.state_dict().items():
+        np.testing.assert_allclose(copied.state_dict()[name], value.numpy(), rtol=1e-12,
+                                   err_msg=name)
+        assert not np.array_equal(copied.state_dict()[name], before[name])
+        np.testing.assert_array_equal(model.state_dict()[name], before[name])
+
+
 def test_module_list_registers_children():
     layers = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
     assert len(layers) == 3
@@ -251,6 +306,18 @@ def test_activations_and_sigmoid_match_numpy():
     np.testing.assert_allclose(nn.Sigmoid()(x).data, 1 / (1 + np.exp(-xn)))
 
 
+def test_mse_loss_of_an_empty_input_is_nan_with_an_empty_grad_like_torch():
+    torch = pytest.importorskip("torch")
+    x = aiograd.tensor(np.zeros((0, 3)), requires_grad=True)
+    tx = torch.zeros(0, 3, dtype=torch.float64, requires_grad=True)
+    loss = F.mse_loss(x, np.zeros((0, 3)))
+    tloss = torch.nn.functional.mse_loss(tx, torch.zeros(0, 3, dtype=torch.float64))
+    assert np.isnan(loss.item()) and np.isnan(tloss.item())
+    aiograd.backward_sync(loss)
+    tloss.backward()
+    assert x.grad.shape == tuple(tx.grad.shape) == (0, 3)
+
+
 def test_loss_reduction_is_checked():
     with pytest.raises(ValueError, match="not a valid value for reduction"):
         nn.MSELoss(reduction="average")
@@ -277,6 +344,24 @@ def test_load_state_dict_copies_in_place_and_keeps_identity():
     assert dst[0].weight is weight and dst[0].weight.data is weight_array
     for name, value in src.state_dict().items():
         np.testing.assert_array_equal(dst.state_dict()[name], value)
+
+
+def test_state_dict_names_a_module_used_twice_under_both_paths_like_torch():
+    torch = pytest.importorskip("torch")
+    lin = nn.Linear(2, 2, dtype=aiograd.float64)
+    tlin = torch.nn.Linear(2, 2).double()
+    seq = nn.Sequential(lin, nn.ReLU(), lin)
+    tseq = torch.nn.Sequential(tlin, torch.nn.ReLU(), tlin)
+    sd = seq.state_dict()
+    assert list(sd) == list(tseq.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    tseq.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})  # strict
+
+    other = nn.Linear(2, 2, dtype=aiograd.float64)
+    result = nn.Sequential(other, nn.ReLU(), other).load_state_dict(
+        {k: v.numpy() for k, v in tseq.state_dict().items()})  # strict
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    np.testing.assert_array_equal(other.weight.data, lin.weight.data)
+    np.testing.assert_array_equal(other.bias.data, lin.bias.data)
 
 
 def test_load_state_dict_bumps_the_version_counter():
@@ -363,6 +448,14 @@ def test_sgd_trajectory_matches_torch(kwargs: dict[str, Any]):
     _trajectory(lambda ps: SGD(ps, **kwargs), lambda ps: torch.optim.SGD(ps, **kwargs))
 
 
+def test_sgd_nesterov_with_dampening_set_in_a_group_matches_torch():
+    # The constructor refuses nesterov with dampening; a param group does not.
+    torch = pytest.importorskip("torch")
+    kwargs = dict(lr=0.05, momentum=0.9, nesterov=True)
+    _trajectory(lambda ps: SGD([{"params": ps, "dampening": 0.5}], **kwargs),
+                lambda ps: torch.optim.SGD([{"params": ps, "dampening": 0.5}], **kwargs))
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -419,6 +512,47 @@ def test_optimizer_zero_grad():
     np.testing.assert_array_equal(grad.data, 0.0)
     opt.zero_grad()
     assert a.grad is None
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True:UserWarning")
+@pytest.mark.parametrize("grad_kind", ["with_history", "leaf_requiring_grad"])
+def test_optimizer_zero_grad_cuts_the_same_grad_off_the_graph_like_torch(grad_kind: str):
+    torch = pytest.importorskip("torch")
+    p = nn.Parameter(np.array([1.0, 2.0]))
+    tp = torch.nn.Parameter(torch.tensor([1.0, 2.0], dtype=torch.float64))
+    if grad_kind == "with_history":
+        aiograd.backward_sync((p * p * p).sum(), create_graph=True)
+        (tp * tp * tp).sum().backward(create_graph=True)
+    else:
+        p.grad = aiograd.tensor(np.ones(2), requires_grad=True)
+        tp.grad = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    seen = []
+    for param, opt in ((p, SGD([p], lr=0.1)), (tp, torch.optim.SGD([tp], lr=0.1))):
+        grad = param.grad
+        assert grad.requires_grad
+        version = grad._version
+        opt.zero_grad(set_to_none=False)
+        seen.append((param.grad is grad, grad.requires_grad, grad.grad_fn is None,
+                     grad._version - version))
+    assert seen[0] == seen[1] == (True, False, True, 1)
+    np.testing.assert_array_equal(p.grad.data, 0.0)
+    np.testing.assert_array_equal(tp.grad.numpy(), 0.0)
+
+
+def test_optimizer_state_is_a_defaultdict_like_torch():
+    torch = pytest.importorskip("torch")
+    p = nn.Parameter(np.ones(2))
+    tp = torch.nn.Parameter(torch.ones(2, dtype=torch.float64))
+    opt = SGD([p], lr=0.1, momentum=0.9)
+    topt = torch.optim.SGD([tp], lr=0.1, momentum=0.9)
+    assert opt.state[p] == {} == topt.state[tp]
+    assert opt.state_dict()["state"] == {0: {}} == topt.state_dict()["state"]
+    p.grad = aiograd.ones(2, dtype=aiograd.float64)
+    opt.step()
+    opt.load_state_dict(opt.state_dict())
+    assert isinstance(opt.state, defaultdict) and isinstance(topt.state, defaultdict)
+    np.testing.assert_array_equal(opt.state[p]["momentum_buffer"], 1.0)
+    assert opt.state[nn.Parameter(np.ones(1))] == {}
 
 
 def test_param_groups_take_their_own_lr():

@@ -228,7 +228,8 @@ def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # 
     node = MseLossBackward0(edges)
     node.self_ = save(input)
     node.target = save(target)
-    node.scale = 2 / losses.size if reduction == "mean" else 2
+    # An empty input has an empty gradient whatever the scale (its mean is nan, as PyTorch's).
+    node.scale = 2 / losses.size if reduction == "mean" and losses.size else 2
     return record(node, data, dev)
 
 

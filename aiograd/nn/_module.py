@@ -19,6 +19,10 @@ Note [Parameters are plain tensors]
     registry; ``isinstance(t, Parameter)`` consults that registry. The
     registry holds weak references only, so a parameter is freed as soon as
     the last strong reference goes (see DESIGN: no reference cycles).
+    ``copy.deepcopy`` and ``pickle`` of a parameter (alone or inside a module)
+    give a new registered parameter, as PyTorch's: a copy of the data with the
+    same ``requires_grad``, and no grad or hooks. A reducer for Tensor
+    registered with :mod:`copyreg` does this; other tensors reduce as before.
 
 Module methods run on whatever thread or task calls them; a module is not
 locked. Do not change a module's parameters (``to``, ``load_state_dict``,
@@ -27,6 +31,7 @@ an optimizer step) while a backward through them is running.
 
 from __future__ import annotations
 
+import copyreg
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -63,6 +68,21 @@ def _mark_parameter(t: Tensor) -> Tensor:
 def _is_parameter(obj: object) -> bool:
     ref = _parameter_refs.get(id(obj))
     return ref is not None and ref() is obj
+
+
+def _rebuild_parameter(data: Any, device: devices.Device, requires_grad: bool) -> Tensor:
+    """A parameter around ``data``, which copy and pickle have already made private."""
+    return _mark_parameter(Tensor._wrap(data, device).requires_grad_(requires_grad))
+
+
+def _reduce_tensor(t: Tensor) -> tuple[Any, ...]:
+    """Tensor's reducer for copy and pickle: a parameter is rebuilt as a parameter."""
+    if _is_parameter(t):
+        return _rebuild_parameter, (t.data, t.device, t.requires_grad)
+    return t.__reduce_ex__(4)  # what copy and pickle do without a reducer (protocol >= 2)
+
+
+copyreg.pickle(Tensor, _reduce_tensor)
 
 
 class _ParameterMeta(type):
@@ -332,9 +352,14 @@ class Module:
     # ---- state ----
 
     def state_dict(self, prefix: str = "") -> OrderedDict[str, numpy.ndarray]:
-        """Parameters and persistent buffers as host NumPy arrays (copies), by dotted name."""
+        """Parameters and persistent buffers as host NumPy arrays (copies), by dotted name.
+
+        As PyTorch, a module reached by several paths (``Sequential(l, l)``)
+        appears under each of its names; :meth:`load_state_dict` expects them all.
+        """
         out: OrderedDict[str, numpy.ndarray] = OrderedDict()
-        for mod_prefix, mod in self.named_modules(prefix=prefix.rstrip(".")):
+        for mod_prefix, mod in self.named_modules(prefix=prefix.rstrip("."),
+                                                  remove_duplicate=False):
             dot = mod_prefix + ("." if mod_prefix else "")
             for name, p in mod._parameters.items():
                 if p is not None:
@@ -357,7 +382,7 @@ class Module:
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         targets: dict[str, Tensor] = {}
-        for mod_prefix, mod in self.named_modules():
+        for mod_prefix, mod in self.named_modules(remove_duplicate=False):
             dot = mod_prefix + ("." if mod_prefix else "")
             for name, p in mod._parameters.items():
                 if p is not None:
@@ -471,16 +496,22 @@ def _remove_from(d: dict[str, Any], name: str, *registries: str) -> None:
 
 
 def _zero_grad(p: Tensor, set_to_none: bool) -> None:
-    """PyTorch's rule: drop the grad, or zero it in place (detached first if it has history)."""
+    """PyTorch's rule: drop the grad, or zero the same grad tensor in place.
+
+    Before zeroing, a grad with history is detached in place and a leaf grad
+    stops requiring grad; ``zero_()`` bumps its version counter.
+    """
     g = p._grad
     if g is None:
         return
     if set_to_none:
         p._grad = None
-    elif g.grad_fn is not None:
-        p._grad = Tensor._wrap(g.device.xp.zeros_like(g.data), g.device)
+        return
+    if g.grad_fn is not None:
+        g.detach_()
     else:
-        g.data.fill(0)
+        g.requires_grad_(False)
+    g.zero_()
 
 
 def _to_host_copy(t: Tensor) -> numpy.ndarray:

@@ -52,7 +52,7 @@ class Adam(Optimizer):
         amsgrad = group["amsgrad"]
         maximize = group["maximize"]
         for p, xp, w, grad in self._with_grads(group):
-            state = self.state.setdefault(p, {})
+            state = self.state[p]
             if not state:
                 state["step"] = 0
                 state["exp_avg"] = xp.zeros_like(w)

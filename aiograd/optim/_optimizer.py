@@ -24,6 +24,7 @@ running: ``await loss.backward()`` first, then ``step()``.
 from __future__ import annotations
 
 import copy
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -48,12 +49,13 @@ class Optimizer:
 
     defaults: dict[str, Any]
     param_groups: list[dict[str, Any]]
-    # Per-parameter state, keyed by the parameter itself (Tensors hash by identity).
-    state: dict[Tensor, dict[str, Any]]
+    # Per-parameter state, keyed by the parameter itself (Tensors hash by identity);
+    # a defaultdict(dict) as PyTorch's, so state[p] is {} for a parameter without state.
+    state: defaultdict[Tensor, dict[str, Any]]
 
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
-        self.state = {}
+        self.state = defaultdict(dict)
         self.param_groups = []
         # Scratch arrays: not state (not saved), made once per parameter, reused each step.
         self._scratch: dict[Tensor, list[Any]] = {}
@@ -195,7 +197,7 @@ class Optimizer:
             for k, v in saved.items():
                 if k != "params":
                     mine[k] = copy.deepcopy(v)
-        self.state = {}
+        self.state = defaultdict(dict)
         self._scratch = {}
         for idx, entry in state_dict["state"].items():
             p = by_index[int(idx)]

@@ -46,7 +46,9 @@ class SGD(Optimizer):
         nesterov = group["nesterov"]
         maximize = group["maximize"]
         for p, xp, w, grad in self._with_grads(group):
-            scratch = self._scratch_for(p, 2 if nesterov else 1)
+            # scratch[0] holds d_p; scratch[1] a temporary for dampening and nesterov.
+            need_tmp = momentum != 0 and (nesterov or dampening != 0)
+            scratch = self._scratch_for(p, 2 if need_tmp else 1)
             d_p = scratch[0]
             # d_p = (-grad if maximize else grad) + weight_decay * w
             if weight_decay != 0:
@@ -60,7 +62,7 @@ class SGD(Optimizer):
             else:
                 xp.copyto(d_p, grad)
             if momentum != 0:
-                state = self.state.setdefault(p, {})
+                state = self.state[p]
                 buf = state.get("momentum_buffer")
                 if buf is None:
                     buf = d_p.copy()
@@ -68,12 +70,12 @@ class SGD(Optimizer):
                 else:
                     buf *= momentum
                     if dampening != 0:
-                        # Nesterov forbids dampening, so d_p is not needed after this:
-                        # the step below uses buf.
-                        d_p *= 1.0 - dampening
-                    buf += d_p
+                        # A param group may set dampening with nesterov: keep d_p.
+                        xp.multiply(d_p, 1.0 - dampening, out=scratch[1])
+                        buf += scratch[1]
+                    else:
+                        buf += d_p
                 if nesterov:
-                    # Invariant here: dampening == 0, so scratch[1] is free.
                     xp.multiply(buf, momentum, out=scratch[1])
                     d_p += scratch[1]
                 else:
