@@ -291,6 +291,11 @@ class Tensor:
 
     # ---- conversion ----
 
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """For copy and pickle: every slot but ``_views`` (a copy has no views yet)."""
+        _, slots = super().__getstate__()
+        return None, {**slots, "_views": None}
+
     def detach(self) -> Tensor:
         """A new leaf sharing this tensor's array and version counter."""
         t = Tensor._wrap(self.data, self.device)

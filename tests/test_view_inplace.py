@@ -3,7 +3,9 @@ views' new AsStridedBackward0, against PyTorch and gradcheck."""
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 
 import numpy as np
 import pytest
@@ -272,3 +274,13 @@ def test_a_view_whose_base_data_was_replaced_is_not_rebased():
     y.data = np.zeros((3, 4))
     with pytest.raises(RuntimeError, match="no longer part of its base's"):
         v.mul_(2.0)
+
+
+def test_a_base_with_views_can_be_copied_and_pickled():
+    z = ag.zeros(2, 3)
+    row = z[0]
+    for copied in (copy.deepcopy(z), pickle.loads(pickle.dumps(z))):
+        assert copied._views is None
+        np.testing.assert_array_equal(copied.numpy(), z.numpy())
+    row.add_(1.0)
+    assert z.numpy()[0].tolist() == [1.0, 1.0, 1.0]
