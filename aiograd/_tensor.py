@@ -7,7 +7,9 @@ require grad get ``.grad`` written by backward (see AccumulateGrad), unless
 
 The version counter ``_vc`` is shared by a tensor and its views; in-place
 operations bump it, and saved tensors check it when unpacked. Assigning
-``.data`` does not bump it (PyTorch's rule).
+``.data`` does not bump it (PyTorch's rule). A view's ``_base`` is its root;
+a root's ``_views`` holds its live views made in grad mode, or is None (see
+Note [In-place writes to views] in ``_ops/views.py``).
 """
 
 from __future__ import annotations
