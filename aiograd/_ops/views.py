@@ -156,13 +156,13 @@ class ViewGeometry:
         """True if several elements of the view share memory (an expanded dim)."""
         return any(stride == 0 and n > 1 for n, stride in zip(self.shape, self.strides))
 
-    def scatter(self, g: Any) -> Any:
-        """Zeros shaped like the root with ``g`` (shaped like the view) added at the view."""
+    def scatter_flat(self, g: Any, index: Any) -> Any:
+        """Zeros of the root's size (flat) with ``g`` (shaped like the view) added at ``index``
+        (:meth:`root_index`)."""
         from .indexing import index_scatter_add
 
-        flat = index_scatter_add(g, (self.root_size,), (self.root_index(_dual.xp_of(g)),),
-                                 not self.overlaps, "AsStridedScatterBackward0")
-        return _dual.reshape(flat, self.root_shape)
+        return index_scatter_add(g, (self.root_size,), (index,), not self.overlaps,
+                                 "AsStridedScatterBackward0")
 
 
 def _bytes(strides: tuple[int, ...]) -> tuple[int, ...]:
@@ -196,7 +196,10 @@ class AsStridedBackward0(Node):
     __slots__ = ("geometry",)
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (self.geometry.scatter(grads[0]),)
+        g = grads[0]
+        geometry = self.geometry
+        flat = geometry.scatter_flat(g, geometry.root_index(_dual.xp_of(g)))
+        return (_dual.reshape(flat, geometry.root_shape),)
 
 
 class CopySlices(Node):
@@ -222,7 +225,7 @@ class CopySlices(Node):
             keep[index] = False
             result = _dual.where(keep, flat, 0.0)
             if inside is not None:
-                result = result + geometry.scatter(inside).reshape(geometry.root_size)
+                result = result + geometry.scatter_flat(inside, index)
         else:
             result = g.flatten()
             result[index] = 0 if inside is None else inside
