@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from . import functional
 from ._layers import (
-    CrossEntropyLoss,
     Identity,
     Linear,
     ModuleList,
-    MSELoss,
     ReLU,
     Sequential,
     Sigmoid,
     Tanh,
 )
+from ._losses import CrossEntropyLoss, MSELoss
 from ._module import Module, Parameter
 
 __all__ = [
