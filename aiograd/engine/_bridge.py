@@ -101,17 +101,21 @@ class LoopSignal:
         self.is_set = False
         self._waiter = None
 
-    def probe(self) -> threading.Lock | None:
+    def probe(self, horizon: float = 0.0) -> threading.Lock | None:
         """From another thread: a lock, held until the loop has had a turn.
 
         The loop releases it after two passes of its ready callbacks (the
         first runs what was due, such as timers, and the second the tasks they
         woke); ``locked()`` tells whether it has, ``acquire(timeout=...)``
         waits for it without the GIL, and no Python code runs on the loop for
-        it. None on the loop's own thread or if the loop is gone. See Note
-        [Giving the loop its turn] in ``engine.py``.
+        it. None on the loop's own thread, if the loop is gone, or if it is idle
+        until ``horizon`` seconds from now (``asyncio_loop_idle``): asleep in
+        its selector, it does not wait for the GIL, and a probe would only wake
+        it. See Note [Giving the loop its turn] in ``engine.py``.
         """
         if threading.get_ident() == self._thread:
+            return None
+        if self._library == "asyncio" and asyncio_loop_idle(self._loop, horizon):
             return None
         pending = threading.Lock()
         pending.acquire()
@@ -128,6 +132,29 @@ class LoopSignal:
             except trio.RunFinishedError:
                 return None
         return pending
+
+
+def asyncio_loop_idle(loop: asyncio.AbstractEventLoop, horizon: float = 0.0) -> bool:
+    """True if ``loop`` would sleep in its selector if it ran now, and until
+    ``horizon`` seconds from now: no callback ready, no timer due by then, no
+    I/O ready (its wake-up pipe included).
+
+    It reads the state of asyncio's selector loops (``_ready``, ``_scheduled``,
+    ``_selector``; the same since Python 3.4), from any thread, under the
+    GIL: ``select(0)`` on their level-triggered selector consumes nothing.
+    False when unknown (another kind of loop, or a closed one).
+    """
+    if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop):
+        return False
+    try:
+        if loop._ready:  # type: ignore[attr-defined]
+            return False
+        timers = loop._scheduled  # type: ignore[attr-defined]
+        if timers and timers[0].when() <= loop.time() + horizon:
+            return False
+        return not loop._selector.select(0)  # type: ignore[attr-defined]
+    except (AttributeError, IndexError, OSError, ValueError):  # changed meanwhile, or closed
+        return False
 
 
 def running_loop_library() -> str | None:

@@ -59,7 +59,11 @@ Note [Giving the loop its turn]
     that releases a lock, ``LoopSignal.probe``), and if the previous probe has not run
     yet, the loop is starved: the worker waits for it, without the GIL (at
     most ``TURN_TIMEOUT``). A loop that gets the GIL anyway (during a long
-    BLAS call, say) costs one callback per probe and never a wait. Checks
+    BLAS call, say) costs one callback per probe and never a wait. An
+    asyncio loop that is idle (nothing ready, no I/O ready, no timer due
+    before the next check) is asleep in its selector, not starved, and is not
+    probed: waking it would cost the worker a GIL hand-off and the loop's
+    cold wake-up. Checks
     run between tasks and at the end of a time slice. The loop it serves is
     the one of the offload job it runs or last ran, or of the GraphTask whose
     slice it runs if a coroutine awaits that task; going idle forgets it.
@@ -491,7 +495,7 @@ class Engine:
         probe = _tls.probe
         if probe is not None and probe.locked():
             probe.acquire(timeout=TURN_TIMEOUT)  # starved: the GIL is the loop's until it ran
-        _tls.probe = served.probe()
+        _tls.probe = served.probe(TURN_SECONDS)
         _tls.turn_start = _perf_counter()
 
     def _run_heap(self, queue: ReadyQueue, gt: GraphTask, heap: list[Any],
