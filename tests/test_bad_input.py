@@ -666,7 +666,8 @@ def test_hook_returning_something_not_a_tensor_is_named(result, where):
 def test_hook_returning_a_wrong_shape_is_named(shape, where):
     if where == "function" and (len(shape) >= 1 and shape[-1] in (1, 2)):
         return  # broadcastable: summed to the input's shape (validate_outputs)
-    result = ag.ones(shape) if where != "posthook" else (ag.ones(shape), ag.ones(shape))
+    result = {"posthook": (ag.ones(shape), ag.ones(shape)),
+              "prehook": (ag.ones(shape),)}.get(where, ag.ones(shape))
     words = HOOK_NAMES[where] + ("returned an invalid gradient",)
     rejected(lambda: run_with_hook(where, result), RuntimeError, *words)
 
@@ -692,7 +693,8 @@ def test_hook_returning_another_dtype_is_an_error_or_cast(where, dtype):
     error = None
     try:
         # Tensor._wrap: a tensor of any dtype, as a buggy hook might build one
-        x = run_with_hook(where, ag.Tensor._wrap(np.ones(2, dtype=dtype)))
+        bad = ag.Tensor._wrap(np.ones(2, dtype=dtype))
+        x = run_with_hook(where, (bad,) if where == "prehook" else bad)
     except Exception as exc:  # noqa: BLE001  (checked below)
         error = exc
     if error is None:

@@ -321,6 +321,31 @@ def test_node_post_hook_may_replace_gradients():
     assert x.grad.item() == 0.0
 
 
+def _node_hook_error(lib, register: str, result) -> BaseException:
+    """The error of a backward of ``exp(x).sum()`` when ExpBackward0's hook returns ``result``."""
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    if register == "prehook":
+        y.grad_fn.register_prehook(lambda grad_outputs: result(grad_outputs))
+    else:
+        y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: result(grad_inputs))
+    with pytest.raises(Exception) as info:
+        y.sum().backward() if lib.__name__ == "torch" else y.sum().backward_sync()
+    return info.value
+
+
+@pytest.mark.parametrize("register", ["prehook", "hook"])
+@pytest.mark.parametrize("result", [list, lambda grads: grads[0], lambda grads: grads * 2],
+                         ids=["list", "tensor", "two_values"])
+def test_node_hook_must_return_a_tuple_of_one_gradient_per_slot(register, result):
+    torch = pytest.importorskip("torch")
+    expected = _node_hook_error(torch, register, result)
+    error = _node_hook_error(ag, register, result)
+    assert type(error) is type(expected)
+    assert str(error).startswith(str(expected))  # then aiograd names the node
+    assert str(error).endswith(f"({register} of ExpBackward0)")
+
+
 def test_hook_returning_wrong_shape_is_an_error():
     x = leaf([1.0, 2.0])
     y = x * 2.0

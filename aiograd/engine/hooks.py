@@ -76,12 +76,7 @@ def call_pre_hooks(node: Node, inputs: list[Any]) -> list[Any]:
             result = hook(wrapped)
             if result is None:
                 continue
-            result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-            if len(result) != len(inputs):
-                raise RuntimeError(
-                    f"prehook of {node.name()} returned {len(result)} gradients; expected "
-                    f"{len(inputs)}"
-                )
+            _check_hook_result(hook, result, len(inputs), f"prehook of {node.name()}")
             inputs = [_unwrap_like(n, o, node, "prehook", i)
                       for i, (n, o) in enumerate(zip(result, inputs))]
     return inputs
@@ -94,15 +89,23 @@ def call_post_hooks(node: Node, outputs: Any, inputs: list[Any]) -> list[Any]:
         result = hook(tuple(_wrap(g) for g in outputs), tuple(_wrap(g) for g in inputs))
         if result is None:
             continue
-        result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-        if len(result) != len(outputs):
-            raise RuntimeError(
-                f"hook of {node.name()} returned {len(result)} gradients; expected "
-                f"{len(outputs)}"
-            )
+        _check_hook_result(hook, result, len(outputs), f"hook of {node.name()}")
         outputs = [_unwrap_like(n, o, node, "hook", i)
                    for i, (n, o) in enumerate(zip(result, outputs))]
     return outputs
+
+
+def _check_hook_result(hook: Any, result: Any, expected: int, what: str) -> None:
+    """A node hook or prehook returns None or a tuple of one gradient per slot
+    (PyTorch's checks and messages; ``what`` names the hook's node)."""
+    if type(result) is not tuple:
+        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}' ({what})")
+    if len(result) != expected:
+        name = getattr(hook, "__name__", type(hook).__name__)
+        raise RuntimeError(
+            f"hook '{name}' has returned an incorrect number of values (got {len(result)}, "
+            f"but expected {expected}) ({what})"
+        )
 
 
 def check_nan(node: Node, outputs: Any) -> None:
