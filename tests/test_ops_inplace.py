@@ -147,6 +147,55 @@ def test_modifying_a_saved_input_makes_backward_raise():
         ag.grad_sync(y, [a], ag.ones(3, dtype=ag.float64))
 
 
+def _version_error(lib, program) -> str:
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    y = program(lib, x)
+    with pytest.raises(RuntimeError) as info:
+        y.sum().backward() if lib.__name__ == "torch" else y.sum().backward_sync()
+    return str(info.value)
+
+
+def _saved_non_leaf(lib, x):
+    a = x * 1
+    y = a * a
+    a.mul_(2)
+    return y
+
+
+def _saved_leaf(lib, x):
+    y = x * x
+    with lib.no_grad():
+        x.mul_(2)
+    return y
+
+
+@pytest.mark.parametrize("program", [_saved_non_leaf, _saved_leaf])
+def test_version_error_reads_like_pytorchs(program):
+    torch = pytest.importorskip("torch")
+    expected = _version_error(torch, program)
+    message = _version_error(ag, program)
+    # the same words, with aiograd's dtype and hint: "[torch.FloatTensor [2]]" is "[float32 [2]]"
+    assert message.replace("[float32 [2]]", "[torch.FloatTensor [2]]").replace(
+        "aiograd.set_detect_anomaly", "torch.autograd.set_detect_anomaly") == expected
+
+
+def test_tensors_saved_through_hooks_are_not_version_checked():
+    # as PyTorch: the pack hook decided what is kept, so the saved copy is what backward uses
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib, hooks in ((torch, torch.autograd.graph.saved_tensors_hooks),
+                       (ag, ag.saved_tensors_hooks)):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        with hooks(lambda t: t.detach() * 1, lambda t: t):
+            a = x * 1
+            y = (a * a).sum()
+        a.add_(1)
+        y.backward() if lib is torch else y.backward_sync()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0])
+    np.testing.assert_allclose(grads[1], [2.0, 4.0])
+
+
 def test_modifying_a_saved_output_makes_backward_raise():
     x = leaf(np.ones(3))
     y = x.exp()  # saves its output

@@ -19,6 +19,7 @@ or on the loop), once per use. Neither may modify the tensor it is given.
 from __future__ import annotations
 
 import contextvars
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -133,9 +134,9 @@ class SavedTensor:
     def unpack(self, owner: Node, create_graph: bool) -> Any:
         """The saved value: an array, or a Tensor with history when ``create_graph``."""
         data = self.data
-        if data is None:
+        if data is None:  # not version-checked: the hooks decide what is kept (as PyTorch)
             data = self._unpack_hooked()
-        if self.vc.value != self.version:
+        elif self.vc.value != self.version:
             self._raise_modified(owner)
         if not create_graph:
             return data
@@ -170,19 +171,20 @@ class SavedTensor:
         return t.data
 
     def _raise_modified(self, owner: Node) -> None:
+        """PyTorch's message: the producer is named without its ``Backward<N>`` suffix,
+        and not at all for a leaf."""
         data = self.data
-        desc = "" if data is None else f"[{data.dtype} {list(data.shape)}]"
-        if self.is_output:
-            producer = owner
-        else:
-            producer = self.grad_fn or getattr(self.tensor, "grad_fn", None)
+        producer = owner if self.is_output else (self.grad_fn or self.tensor.grad_fn)
+        output = ""
+        if producer is not None:
+            name = re.sub(r"Backward\d*$", "", producer.name())
+            output = f", which is output {self.output_nr} of {name},"
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by "
-            f"an inplace operation: {desc}, which is output {self.output_nr} of "
-            f"{producer.name() if producer is not None else 'a leaf tensor'}, is at "
+            f"an inplace operation: [{data.dtype} {list(data.shape)}]{output} is at "
             f"version {self.vc.value}; expected version {self.version} instead. Hint: "
             "enable anomaly detection to find the operation that failed to compute its "
-            "gradient, with aiograd.detect_anomaly()."
+            "gradient, with aiograd.set_detect_anomaly(True, check_nan=False)."
         )
 
     def release(self) -> None:
