@@ -7,8 +7,9 @@ needs nothing here: the graph the ops record is the whole story.
 from __future__ import annotations
 
 import math
+import operator
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, overload
 
 import numpy
@@ -23,6 +24,9 @@ __all__ = [
     "Linear",
     "Sequential",
     "ModuleList",
+    "ModuleDict",
+    "ParameterList",
+    "ParameterDict",
     "ReLU",
     "Tanh",
     "Sigmoid",
@@ -86,7 +90,8 @@ class Sequential(Module):
     """Calls its modules in order, each on the previous one's output.
 
     ``Sequential(m0, m1, ...)`` names the children ``"0"``, ``"1"``, ...;
-    ``Sequential(OrderedDict(name=module, ...))`` keeps the given names.
+    ``Sequential(OrderedDict(name=module, ...))`` keeps the given names. As
+    PyTorch's, deleting or inserting renumbers every child ``"0"``, ``"1"``, ...
     """
 
     def __init__(self, *args: Any) -> None:
@@ -98,6 +103,10 @@ class Sequential(Module):
             for i, module in enumerate(args):
                 self.add_module(str(i), module)
 
+    def _key(self, idx: int) -> str:
+        keys = list(self._modules)
+        return keys[_index(idx, len(keys))]
+
     @overload
     def __getitem__(self, idx: int) -> Module: ...
 
@@ -105,60 +114,419 @@ class Sequential(Module):
     def __getitem__(self, idx: slice) -> Sequential: ...
 
     def __getitem__(self, idx: int | slice) -> Module:
-        items = list(self._modules.items())
         if isinstance(idx, slice):
-            return Sequential(OrderedDict(items[idx]))
-        return items[_index(idx, len(items))][1]  # type: ignore[return-value]
+            return type(self)(OrderedDict(list(self._modules.items())[idx]))
+        return self._modules[self._key(idx)]  # type: ignore[return-value]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        setattr(self, self._key(idx), module)
+
+    def __delitem__(self, idx: int | slice) -> None:
+        if isinstance(idx, slice):
+            for key in list(self._modules)[idx]:
+                del self._modules[key]
+        else:
+            del self._modules[self._key(idx)]
+        _renumber(self._modules)
 
     def __len__(self) -> int:
         return len(self._modules)
 
     def __iter__(self) -> Iterator[Module]:
-        return iter(m for m in self._modules.values() if m is not None)
+        return iter(self._modules.values())  # type: ignore[arg-type]
+
+    def __add__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, "
+                             f"but {type(other)} is given.")
+        return Sequential().extend(self).extend(other)
+
+    def __iadd__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, "
+                             f"but {type(other)} is given.")
+        return self.extend(other)
 
     def append(self, module: Module) -> Sequential:
         self.add_module(str(len(self)), module)
         return self
 
+    def insert(self, index: int, module: Module) -> Sequential:
+        """Put ``module`` before position ``index`` (``-len <= index <= len``), renumbering."""
+        _insert(self._modules, index, module)
+        return self
+
+    def extend(self, sequential: Iterable[Module]) -> Sequential:
+        for module in list(sequential):  # a copy: ``s.extend(s)`` doubles s once
+            self.append(module)
+        return self
+
+    def pop(self, key: int | slice) -> Module:
+        v = self[key]
+        del self[key]
+        return v
+
     def forward(self, x: Any) -> Any:
-        for module in self:
-            x = module(x)
+        for module in self._modules.values():
+            if module is not None:
+                x = module(x)
         return x
 
 
 class ModuleList(Module):
-    """A list of modules, registered as children ``"0"``, ``"1"``, ..."""
+    """A list of modules, registered as children ``"0"``, ``"1"``, ...
+
+    Invariant: ``list(self._modules) == [str(i) for i in range(len(self))]``;
+    deleting and inserting renumber (as PyTorch's).
+    """
 
     def __init__(self, modules: Iterable[Module] | None = None) -> None:
         super().__init__()
         if modules is not None:
-            for module in modules:
-                self.append(module)
+            self.extend(modules)
 
-    def __getitem__(self, idx: int) -> Module:
-        items = list(self._modules.values())
-        return items[_index(idx, len(items))]  # type: ignore[return-value]
+    @overload
+    def __getitem__(self, idx: int) -> Module: ...
+
+    @overload
+    def __getitem__(self, idx: slice) -> ModuleList: ...
+
+    def __getitem__(self, idx: int | slice) -> Module:
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])  # type: ignore[arg-type]
+        return self._modules[str(_index(idx, len(self)))]  # type: ignore[return-value]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        setattr(self, str(_index(idx, len(self))), module)
+
+    def __delitem__(self, idx: int | slice) -> None:
+        if isinstance(idx, slice):
+            for i in range(len(self))[idx]:
+                del self._modules[str(i)]
+        else:
+            del self._modules[str(_index(idx, len(self)))]
+        _renumber(self._modules)
 
     def __len__(self) -> int:
         return len(self._modules)
 
     def __iter__(self) -> Iterator[Module]:
-        return iter(m for m in self._modules.values() if m is not None)
+        return iter(self._modules.values())  # type: ignore[arg-type]
+
+    def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
+        return self.extend(modules)
+
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
+        return ModuleList(self).extend(other)
 
     def append(self, module: Module) -> ModuleList:
         self.add_module(str(len(self)), module)
         return self
 
+    def insert(self, index: int, module: Module) -> None:
+        """Put ``module`` before position ``index`` (``-len <= index <= len``), renumbering."""
+        _insert(self._modules, index, module)
+
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleList.extend should be called with an iterable, "
+                            f"but got {type(modules).__name__}")
+        for module in list(modules):  # a copy: ``l.extend(l)`` doubles l once
+            self.append(module)
+        return self
+
+    def pop(self, key: int | slice) -> Module:
+        v = self[key]
+        del self[key]
+        return v
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ModuleList has no forward; iterate over it instead")
 
 
+class ModuleDict(Module):
+    """A dict of modules: each key is the child's name, in insertion order.
+
+    ``update`` (and the constructor) take a mapping or an iterable of
+    ``(key, module)`` pairs; keys must be valid module names.
+    """
+
+    def __init__(self, modules: Any = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]  # type: ignore[return-value]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._modules
+
+    def keys(self) -> KeysView[str]:
+        return self._modules.keys()
+
+    def items(self) -> ItemsView[str, Module | None]:
+        return self._modules.items()
+
+    def values(self) -> ValuesView[Module | None]:
+        return self._modules.values()
+
+    def clear(self) -> None:
+        self._modules.clear()
+
+    def pop(self, key: str) -> Module:
+        v = self[key]
+        del self[key]
+        return v
+
+    def update(self, modules: Any) -> None:
+        """Add or replace children from a mapping (in its order) or ``(key, module)`` pairs."""
+        if isinstance(modules, (Mapping, ModuleDict)):
+            pairs: Iterable[tuple[Any, Any]] = list(modules.items())
+        else:
+            pairs = _pairs(modules, "ModuleDict")
+        for key, module in pairs:
+            self[key] = module
+
+
+class ParameterList(Module):
+    """A list of parameters, registered as ``"0"``, ``"1"``, ... (names in ``state_dict``).
+
+    A Tensor that is not a parameter is stored as ``Parameter(t)``: a copy
+    (see Note [Parameters are plain tensors]) that requires grad. Other
+    objects are kept as they are, as PyTorch's.
+    """
+
+    _size: int  # Invariant: entries are the attributes "0" .. str(_size - 1)
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    @overload
+    def __getitem__(self, idx: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, idx: slice) -> ParameterList: ...
+
+    def __getitem__(self, idx: int | slice) -> Any:
+        if isinstance(idx, slice):
+            out = type(self)()
+            for i in range(len(self))[idx]:
+                out.append(self[i])
+            return out
+        return getattr(self, str(_index(idx, len(self))))
+
+    def __setitem__(self, idx: int, value: Any) -> None:
+        setattr(self, str(_index(idx, len(self))), _as_parameter(value))
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(len(self)))
+
+    def __iadd__(self, values: Iterable[Any]) -> ParameterList:
+        return self.extend(values)
+
+    def append(self, value: Any) -> ParameterList:
+        setattr(self, str(self._size), _as_parameter(value))
+        self._size += 1
+        return self
+
+    def extend(self, values: Iterable[Any]) -> ParameterList:
+        if not isinstance(values, Iterable) or isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, "
+                            f"but got {type(values).__name__}")
+        for value in list(values):
+            self.append(value)
+        return self
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("ParameterList should not be called.")
+
+    def extra_repr(self) -> str:
+        return "\n".join(_entry_repr(str(i), v) for i, v in enumerate(self))
+
+
+class ParameterDict(Module):
+    """A dict of parameters: each key (a str) is the parameter's name, in insertion order.
+
+    Values are converted as :class:`ParameterList`'s. As PyTorch's, ``update``
+    with a plain dict or other unordered mapping adds its items sorted by key;
+    an ``OrderedDict`` or ``ParameterDict`` keeps its order.
+    """
+
+    _keys: dict[str, None]  # the keys in order; values live in _parameters or __dict__
+
+    def __init__(self, parameters: Any = None) -> None:
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key: str) -> Any:
+        if _dict_key(key) not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        setattr(self, _dict_key(key), _as_parameter(value))
+        self._keys[key] = None
+
+    def __delitem__(self, key: str) -> None:
+        del self._keys[_dict_key(key)]
+        delattr(self, key)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self._keys))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def keys(self) -> KeysView[str]:
+        return self._keys.keys()
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self) -> Iterator[Any]:
+        return (self[k] for k in self._keys)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def pop(self, key: str) -> Any:
+        v = self[key]
+        del self[key]
+        return v
+
+    def popitem(self) -> tuple[str, Any]:
+        if not self._keys:
+            raise KeyError("popitem(): dictionary is empty")
+        key = next(reversed(self._keys))
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        for key in list(self._keys):
+            del self[key]
+
+    def copy(self) -> ParameterDict:
+        """A new ParameterDict holding the same parameters (not copies), in the same order."""
+        return ParameterDict(OrderedDict(self.items()))
+
+    def update(self, parameters: Any) -> None:
+        """Add or replace entries; see the class docstring for the order."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            pairs: Iterable[tuple[Any, Any]] = list(parameters.items())
+        elif isinstance(parameters, Mapping):
+            pairs = sorted(parameters.items())
+        else:
+            pairs = _pairs(parameters, "ParameterDict")
+        for key, value in pairs:
+            self[key] = value
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("ParameterDict should not be called.")
+
+    def extra_repr(self) -> str:
+        return "\n".join(_entry_repr(k, v) for k, v in self.items())
+
+
 def _index(idx: int, n: int) -> int:
-    if not isinstance(idx, int):
-        raise TypeError(f"indices must be integers or slices, not {type(idx).__name__}")
-    if not -n <= idx < n:
-        raise IndexError(f"index {idx} is out of range for a container of {n} modules")
-    return idx % n
+    """``idx`` (any integer-like, negative from the end) as a position in ``range(n)``."""
+    i = operator.index(idx)
+    if not -n <= i < n:
+        raise IndexError(f"index {i} is out of range for length {n}")
+    return i % n
+
+
+def _renumber(modules: dict[str, Module | None]) -> None:
+    """Rename the children ``"0"``, ``"1"``, ... in their current order, in place."""
+    entries = list(modules.values())
+    modules.clear()
+    modules.update((str(i), m) for i, m in enumerate(entries))
+
+
+def _insert(modules: dict[str, Module | None], index: int, module: Module) -> None:
+    if not isinstance(module, Module):
+        raise TypeError(f"{type(module).__name__} is not a Module subclass")
+    n = len(modules)
+    i = operator.index(index)
+    if not -n <= i <= n:
+        raise IndexError(f"Index out of range: {index}")
+    entries = list(modules.values())
+    entries.insert(i, module)
+    modules.clear()
+    modules.update((str(j), m) for j, m in enumerate(entries))
+
+
+def _pairs(values: Any, owner: str) -> Iterator[tuple[Any, Any]]:
+    """The ``(key, value)`` pairs of an ``update`` argument that is not a mapping."""
+    if not isinstance(values, Iterable):
+        raise TypeError(f"{owner}.update should be called with an iterable of key/value "
+                        f"pairs, but got {type(values).__name__}")
+    for j, pair in enumerate(values):
+        if not isinstance(pair, Iterable):
+            raise TypeError(f"{owner} update sequence element #{j} should be Iterable; "
+                            f"is {type(pair).__name__}")
+        pair = tuple(pair)
+        if len(pair) != 2:
+            raise ValueError(f"{owner} update sequence element #{j} has length "
+                             f"{len(pair)}; 2 is required")
+        yield pair[0], pair[1]
+
+
+def _as_parameter(value: Any) -> Any:
+    """A Tensor that is not a parameter becomes ``Parameter(value)``; others pass through."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+def _dict_key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise TypeError(
+            "Index given to ParameterDict cannot be used as a key as it is not a string "
+            f"(type is '{type(key).__name__}'). Open an issue on github if you need "
+            "non-string keys."
+        )
+    return key
+
+
+def _entry_repr(key: str, value: Any) -> str:
+    """One line of ParameterList/ParameterDict's repr, in PyTorch's layout."""
+    if not isinstance(value, Tensor):
+        return f"  ({key}): Object of type: {type(value).__name__}"
+    kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
+    size = "x".join(str(d) for d in value.shape)
+    where = "" if value.device is devices.CPU else f" ({value.device})"
+    return f"  ({key}): {kind} containing: [{value.dtype} of size {size}{where}]"
 
 
 # ---- activations ----

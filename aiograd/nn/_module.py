@@ -24,6 +24,17 @@ Note [Parameters are plain tensors]
     same ``requires_grad``, and no grad or hooks. A reducer for Tensor
     registered with :mod:`copyreg` does this; other tensors reduce as before.
 
+Note [Forward hooks]
+    ``register_forward_pre_hook`` and ``register_forward_hook`` add to one
+    list per module, ``_call_hooks``, holding both kinds in registration
+    order (``prepend`` inserts at the front), so ``__call__`` pays a single
+    emptiness test when no hook is registered. Each registration is a fresh
+    ``_ForwardHook`` compared by identity, so a handle removes exactly its own
+    entry even when the same function is registered twice. A call works on a
+    snapshot of the list: a hook added or removed during the call (even by a
+    hook) takes effect from the next call. List append, insert, remove and
+    copy are atomic under the GIL, so hooks may be registered from any thread.
+
 Module methods run on whatever thread or task calls them; a module is not
 locked. Do not change a module's parameters (``to``, ``load_state_dict``,
 an optimizer step) while a backward through them is running.
@@ -32,6 +43,8 @@ an optimizer step) while a backward through them is running.
 from __future__ import annotations
 
 import copyreg
+import inspect
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -41,6 +54,7 @@ import numpy
 
 from .. import devices
 from .._tensor import Tensor, tensor
+from ..graph import RemovableHandle
 
 __all__ = ["Module", "Parameter"]
 
@@ -119,11 +133,29 @@ class _IncompatibleKeys(NamedTuple):
     unexpected_keys: list[str]
 
 
+class _ForwardHook:
+    """One registration of a forward pre-hook (``pre``) or forward hook.
+
+    Compared by identity (see Note [Forward hooks]); ``always_call`` is only
+    ever True for forward hooks.
+    """
+
+    __slots__ = ("fn", "pre", "with_kwargs", "always_call")
+
+    def __init__(self, fn: Callable[..., Any], pre: bool, with_kwargs: bool,
+                 always_call: bool) -> None:
+        self.fn = fn
+        self.pre = pre
+        self.with_kwargs = with_kwargs
+        self.always_call = always_call
+
+
 class Module:
     """Base class of layers and models. Subclasses define :meth:`forward`.
 
-    Calling a module calls ``forward``; ``forward`` may be ``async def``, and
-    the call then returns its coroutine.
+    Calling a module calls ``forward``, between its forward pre-hooks and
+    forward hooks if any are registered; ``forward`` may be ``async def``, and
+    the call then returns a coroutine.
     """
 
     training: bool
@@ -131,6 +163,9 @@ class Module:
     _buffers: dict[str, Tensor | None]
     _non_persistent_buffers: set[str]
     _modules: dict[str, Module | None]
+    # Invariant: _call_hooks == [] <=> no forward pre-hook or forward hook is registered.
+    # See Note [Forward hooks].
+    _call_hooks: list[_ForwardHook]
 
     def __init__(self) -> None:
         object.__setattr__(self, "training", True)
@@ -138,6 +173,7 @@ class Module:
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_call_hooks", [])
 
     forward: Callable[..., Any]
 
@@ -147,7 +183,81 @@ class Module:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._call_hooks:
+            return self._call_with_hooks(args, kwargs)
         return self.forward(*args, **kwargs)
+
+    # ---- forward hooks ----
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args)`` before each ``forward``; returns a removable handle.
+
+        With ``with_kwargs``, ``hook(module, args, kwargs)``, which may return
+        None or a pair ``(new_args, new_kwargs)``. Otherwise the hook may return
+        None or new positional args (a non-tuple is wrapped into a 1-tuple).
+        Pre-hooks run on the calling thread, in registration order (``prepend``
+        puts this one first), each seeing the previous one's replacements; a
+        ``kwargs`` dict mutated in place reaches ``forward`` too, as in PyTorch.
+        """
+        entry = _ForwardHook(hook, pre=True, with_kwargs=with_kwargs, always_call=False)
+        return self._add_call_hook(entry, prepend)
+
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                              with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after each ``forward``; returns a removable handle.
+
+        With ``with_kwargs``, ``hook(module, args, kwargs, output)``. ``args``
+        and ``kwargs`` are those forward received (after any pre-hook). A hook
+        may return None or a replacement output, which later hooks then see.
+        With ``always_call`` the hook also runs (with ``output`` None, or the
+        output so far) when a pre-hook, forward or an earlier forward hook
+        raises; its own error then becomes a warning and the first error
+        propagates. If ``forward`` is ``async def``, forward hooks run when its
+        coroutine is awaited, on the awaiting task.
+        """
+        entry = _ForwardHook(hook, pre=False, with_kwargs=with_kwargs, always_call=always_call)
+        return self._add_call_hook(entry, prepend)
+
+    def _add_call_hook(self, entry: _ForwardHook, prepend: bool) -> RemovableHandle:
+        self._check_init("hooks")
+        if not callable(entry.fn):
+            raise TypeError(f"hook must be callable, got {type(entry.fn).__name__}")
+        hooks = self._call_hooks
+        if prepend:
+            hooks.insert(0, entry)
+        else:
+            hooks.append(entry)
+        return RemovableHandle(hooks, entry)
+
+    def _call_with_hooks(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``__call__`` when hooks are registered: pre-hooks, forward, forward hooks."""
+        hooks = list(self._call_hooks)  # the snapshot; see Note [Forward hooks]
+        try:
+            for h in hooks:
+                if not h.pre:
+                    continue
+                if h.with_kwargs:
+                    result = h.fn(self, args, kwargs)
+                    if result is not None:
+                        if not (isinstance(result, tuple) and len(result) == 2):
+                            raise RuntimeError(
+                                "forward pre-hook must return None or a tuple of "
+                                f"(new_args, new_kwargs), but got {result}."
+                            )
+                        args, kwargs = result
+                else:
+                    result = h.fn(self, args)
+                    if result is not None:
+                        args = result if isinstance(result, tuple) else (result,)
+            output = self.forward(*args, **kwargs)
+        except Exception:
+            _run_always_call_hooks(self, hooks, args, kwargs, None, set())
+            raise
+        if inspect.iscoroutine(output):
+            return _forward_hooks_after(self, hooks, args, kwargs, output)
+        return _run_forward_hooks(self, hooks, args, kwargs, output)
 
     # ---- registration ----
 
@@ -261,15 +371,19 @@ class Module:
 
     # ---- traversal ----
 
-    def named_modules(self, memo: set[int] | None = None, prefix: str = "",
+    def named_modules(self, memo: set[Module] | None = None, prefix: str = "",
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
-        """``(name, module)`` for this module and all below it, depth first, each once."""
+        """``(name, module)`` for this module and all below it, depth first, each once.
+
+        ``memo`` (modules to skip, grown as modules are visited) and
+        ``remove_duplicate=False`` (every path to a shared module) as PyTorch's.
+        """
         if memo is None:
             memo = set()
         if remove_duplicate:
-            if id(self) in memo:
+            if self in memo:
                 return
-            memo.add(id(self))
+            memo.add(self)
         yield prefix, self
         for name, child in self._modules.items():
             if child is None:
@@ -282,15 +396,27 @@ class Module:
             yield m
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
-        seen: set[int] = set()
+        """``(name, child)`` for the direct children; a child held twice appears once."""
+        seen: set[Module] = set()
         for name, child in self._modules.items():
-            if child is not None and id(child) not in seen:
-                seen.add(id(child))
+            if child is not None and child not in seen:
+                seen.add(child)
                 yield name, child
 
     def children(self) -> Iterator[Module]:
         for _, child in self.named_children():
             yield child
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """``child.apply(fn)`` for each child, then ``fn(self)``; returns self.
+
+        As PyTorch's, a module held by several parents is visited once per
+        parent (``children`` lists it once per parent).
+        """
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     def _named_members(self, registry: str, prefix: str, recurse: bool,
                        remove_duplicate: bool) -> Iterator[tuple[str, Tensor]]:
@@ -329,11 +455,16 @@ class Module:
     # ---- modes and gradients ----
 
     def train(self, mode: bool = True) -> Module:
-        """Set training mode on this module and every module below it; returns self."""
+        """Set ``training`` here, then ``child.train(mode)`` for each child; returns self.
+
+        Children are reached through their own ``train``, so an override in a
+        subclass is honoured (as PyTorch's).
+        """
         if not isinstance(mode, bool):
-            raise ValueError(f"training mode is expected to be a bool, got {mode!r}")
-        for m in self.modules():
-            object.__setattr__(m, "training", mode)
+            raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
+        object.__setattr__(self, "training", mode)
+        for child in self.children():
+            child.train(mode)
         return self
 
     def eval(self) -> Module:
@@ -474,12 +605,72 @@ class Module:
             body = repr(child).replace("\n", "\n  ")
             lines.append(f"({name}): {body}")
         head = type(self).__name__ + "("
-        if not self._modules:
-            return head + "\n  ".join(lines) + ")"
+        if not lines:
+            return head + ")"
+        if len(lines) == 1 and not self._modules:
+            return head + lines[0] + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
 
 # ---- helpers ----
+
+def _call_hook(h: _ForwardHook, module: Module, args: tuple[Any, ...],
+               kwargs: dict[str, Any], output: Any) -> Any:
+    if h.with_kwargs:
+        return h.fn(module, args, kwargs, output)
+    return h.fn(module, args, output)
+
+
+def _run_forward_hooks(module: Module, hooks: list[_ForwardHook], args: tuple[Any, ...],
+                       kwargs: dict[str, Any], output: Any) -> Any:
+    """The forward hooks of ``hooks`` in order, each seeing the latest output."""
+    started: set[_ForwardHook] = set()  # always_call hooks already run (or running)
+    try:
+        for h in hooks:
+            if h.pre:
+                continue
+            if h.always_call:
+                started.add(h)
+            result = _call_hook(h, module, args, kwargs, output)
+            if result is not None:
+                output = result
+    except Exception:
+        _run_always_call_hooks(module, hooks, args, kwargs, output, started)
+        raise
+    return output
+
+
+def _run_always_call_hooks(module: Module, hooks: list[_ForwardHook], args: tuple[Any, ...],
+                           kwargs: dict[str, Any], output: Any,
+                           started: set[_ForwardHook]) -> None:
+    """After an error: the ``always_call`` hooks not in ``started``; their errors warn."""
+    for h in hooks:
+        if h.pre or not h.always_call or h in started:
+            continue
+        try:
+            result = _call_hook(h, module, args, kwargs, output)
+        except Exception as e:
+            warnings.warn(
+                "module forward hook with ``always_call=True`` raised an exception that "
+                f"was silenced as another error was raised in forward: {e}",
+                stacklevel=2,
+            )
+            continue
+        if result is not None:
+            output = result
+
+
+async def _forward_hooks_after(module: Module, hooks: list[_ForwardHook],
+                               args: tuple[Any, ...], kwargs: dict[str, Any],
+                               pending: Any) -> Any:
+    """An async ``forward``'s coroutine, awaited, then the forward hooks."""
+    try:
+        output = await pending
+    except Exception:
+        _run_always_call_hooks(module, hooks, args, kwargs, None, set())
+        raise
+    return _run_forward_hooks(module, hooks, args, kwargs, output)
+
 
 def _check_name(name: str, what: str) -> None:
     if not isinstance(name, str):
