@@ -195,6 +195,8 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is Function:
             raise RuntimeError("call apply on a subclass of Function")
+        if kwargs:
+            args, kwargs = _bind_to_positions(cls.forward, args, kwargs)
         node = cls._backward_cls()
         positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
         node._tensor_positions = positions
@@ -246,15 +248,36 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
         return results[0] if single else tuple(results)
 
 
+@functools.lru_cache(maxsize=256)
+def _signature(forward: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(forward)
+
+
+def _bind_to_positions(forward: Callable[..., Any], args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Keyword arguments of ``apply`` moved to the positions ``forward`` declares them at,
+    as PyTorch's ``apply`` does, so a tensor passed by keyword is an input of the node.
+
+    Keywords after the first parameter given neither way stay keywords.
+    """
+    try:
+        bound = _signature(forward).bind(None, *args, **kwargs)  # None: the ctx
+    except TypeError as exc:
+        raise TypeError(f"{forward.__qualname__}(): {exc}") from None
+    return bound.args[1:], bound.kwargs
+
+
 def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a ``backward`` as not differentiable: it runs with grad mode off, and
-    differentiating its result again raises an error."""
+    differentiating its result again raises an error (only results computed from
+    gradients that require grad are marked, as in PyTorch)."""
 
     @functools.wraps(backward)
     def wrapper(ctx: Any, *grads: Any) -> Any:
         with no_grad():
             result = backward(ctx, *grads)
-        if not _grad_enabled.get():
+        if not _grad_enabled.get() or not any(
+                isinstance(g, Tensor) and g.requires_grad for g in grads):
             return result
         single = not isinstance(result, tuple)
         outs = (result,) if single else result

@@ -141,3 +141,78 @@ def test_custom_function_backward_is_differentiable_like_pytorchs(case: str) -> 
     ours = second_order(ag, ag.Function, ag.grad_sync)
     theirs = second_order(torch, torch.autograd.Function, torch.autograd.grad)
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+# ---- keyword arguments and once_differentiable ----
+
+def _scale_function(lib: Any) -> Any:
+    """``x * w * k``, with ``w`` and ``k`` declared with defaults (so passable by keyword)."""
+
+    class Scale(lib.autograd.Function if lib is torch else lib.Function):
+        @staticmethod
+        def forward(ctx, x, w=None, k=2.0):
+            ctx.save_for_backward(x, w)
+            ctx.k = k
+            ctx.seen = ctx.needs_input_grad
+            return x * w * k
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            return (g * w * ctx.k, g * x * ctx.k) + (None,) * (len(ctx.seen) - 2)
+
+    return Scale
+
+
+@pytest.mark.parametrize("keywords", ["w", "w_and_k"])
+def test_a_tensor_passed_by_keyword_is_an_input_of_the_node(keywords: str) -> None:
+    seen = []
+    for lib in (torch, ag):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        w = lib.tensor([3.0, 4.0], requires_grad=True)
+        extra = {"k": 3.0} if keywords == "w_and_k" else {}
+        y = _scale_function(lib).apply(x, w=w, **extra)
+        y.sum().backward() if lib is torch else y.sum().backward_sync()
+        seen.append((y.grad_fn.seen, len(y.grad_fn.next_functions),
+                     x.grad.numpy().tolist(), w.grad.numpy().tolist()))
+    assert seen[1] == seen[0]
+
+
+def test_apply_with_an_unknown_keyword_names_the_forward() -> None:
+    with pytest.raises(TypeError, match="forward.*unexpected keyword argument 'z'"):
+        _scale_function(ag).apply(ag.ones(2), z=1)
+
+
+def _square_once_differentiable(lib: Any) -> Any:
+    once = torch.autograd.function.once_differentiable if lib is torch else ag.once_differentiable
+
+    class Square(lib.autograd.Function if lib is torch else lib.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @once
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    return Square
+
+
+def test_once_differentiable_marks_only_results_of_gradients_that_require_grad() -> None:
+    seen = []
+    for lib in (torch, ag):
+        grad = torch.autograd.grad if lib is torch else ag.grad_sync
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = _square_once_differentiable(lib).apply(x)
+        (gx,) = grad(y.sum(), x, create_graph=True)  # the incoming gradient needs no grad
+        (gx * x).sum().backward() if lib is torch else (gx * x).sum().backward_sync()
+        seen.append((gx.requires_grad, x.grad.numpy().tolist()))
+        v = lib.tensor([1.0, 1.0], requires_grad=True)  # now it does: marked
+        (gx2,) = grad(_square_once_differentiable(lib).apply(x), x, v, create_graph=True)
+        assert gx2.requires_grad
+        with pytest.raises(RuntimeError, match="trying to differentiate twice"):
+            gx2.sum().backward() if lib is torch else gx2.sum().backward_sync()
+    assert seen[1] == seen[0]
