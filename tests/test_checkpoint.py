@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tracemalloc
 
 import numpy as np
@@ -151,3 +152,103 @@ def test_reentrant_checkpoint_warns_when_no_input_requires_grad():
 def test_checkpoint_rejects_a_non_callable():
     with pytest.raises(TypeError, match="checkpoint expects a callable"):
         ag.checkpoint(3, ag.ones(2))
+
+
+# ---- non-reentrant: what PyTorch's checks and counts are ----
+
+def _run_checkpointed(lib, program):
+    """``program(lib, checkpoint, backward)`` with the library's own functions."""
+    if lib is ag:
+        return program(ag, ag.checkpoint, lambda t, **kw: t.backward_sync(**kw))
+    import torch.utils.checkpoint as tckpt
+
+    return program(lib, tckpt.checkpoint, lambda t, **kw: t.backward(**kw))
+
+
+def _modified_input(lib, checkpoint, backward):
+    x = lib.tensor([0.5, 1.0], requires_grad=True)
+    y = checkpoint(lambda a: a.exp(), x, use_reentrant=False)
+    with lib.no_grad():
+        x.mul_(3)
+    backward(y.sum())
+
+
+def test_non_reentrant_checkpoint_version_checks_its_inputs():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError) as expected:
+        _run_checkpointed(torch, _modified_input)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as info:
+        _run_checkpointed(ag, _modified_input)
+    assert str(info.value).replace("[float32 [2]]", "[torch.FloatTensor [2]]").split(
+        " Hint:")[0] == str(expected.value).split(" Hint:")[0]
+
+
+def _counted_passes(lib, checkpoint, backward):
+    """Forward runs for: the forward, a retained backward, a last backward; and the grads."""
+    runs = []
+    w = lib.tensor([2.0, 3.0], requires_grad=True)
+
+    def fn(a):
+        runs.append(1)
+        return (a * w).exp()
+
+    x = lib.tensor([0.5, 1.0], requires_grad=True)
+    loss = checkpoint(fn, x, use_reentrant=False).sum()
+    backward(loss, retain_graph=True)
+    backward(loss)
+    return len(runs), x.grad.numpy().tolist(), w.grad.numpy().tolist()
+
+
+def test_non_reentrant_checkpoint_recomputes_once_per_backward_pass():
+    torch = pytest.importorskip("torch")
+    expected = _run_checkpointed(torch, _counted_passes)
+    runs, x_grad, w_grad = _run_checkpointed(ag, _counted_passes)
+    assert runs == expected[0] == 3
+    np.testing.assert_allclose(x_grad, expected[1], rtol=1e-6)
+    np.testing.assert_allclose(w_grad, expected[2], rtol=1e-6)
+
+
+def _outer_hooks(lib, checkpoint, backward):
+    hooks = ag.saved_tensors_hooks if lib is ag else lib.autograd.graph.saved_tensors_hooks
+    calls = []
+
+    def pack(t):
+        calls.append("pack")
+        return t
+
+    def unpack(t):
+        calls.append("unpack")
+        return t
+
+    x = lib.tensor([0.5, 1.0], requires_grad=True)
+    with hooks(pack, unpack):
+        y = checkpoint(lambda a: (a * a).exp(), x, use_reentrant=False)
+    backward(y.sum())
+    return calls, x.grad.numpy().tolist()
+
+
+def test_outer_saved_tensor_hooks_see_the_checkpoint_inputs_only():
+    torch = pytest.importorskip("torch")
+    expected = _run_checkpointed(torch, _outer_hooks)
+    calls, grad = _run_checkpointed(ag, _outer_hooks)
+    assert calls == expected[0] == ["pack", "unpack"]
+    np.testing.assert_allclose(grad, expected[1], rtol=1e-6)
+
+
+def test_non_reentrant_checkpoint_drops_recomputed_tensors_as_backward_uses_them(monkeypatch):
+    module = sys.modules["aiograd.utils.checkpoint"]
+    handed_out = []  # each recomputation's list of tensors
+    original = module._Recomputation._recompute
+
+    def recompute(self):
+        handed_out.append(original(self))
+        return handed_out[-1]
+
+    monkeypatch.setattr(module._Recomputation, "_recompute", recompute)
+    x = ag.tensor(np.ones((64, 64)), requires_grad=True)
+    ws = make_params(width=64, depth=4)
+    loss = ag.checkpoint(lambda a: block(a, ws), x, use_reentrant=False).sum()
+    loss.backward_sync(retain_graph=True)
+    (tensors,) = handed_out
+    assert len(tensors) >= 8  # two saves per layer at least
+    assert all(t is None for t in tensors)  # each handed out once, then let go

@@ -9,9 +9,9 @@ activations and recomputes them during backward.
   worker: see Note [Reentrant backward] in ``aiograd.engine.engine``).
   Incompatible with ``grad()`` / ``backward(inputs=...)``, as in PyTorch.
 - ``use_reentrant=False``: ``fn`` runs normally under ``saved_tensors_hooks``
-  whose pack hook keeps only an index; the first unpack during backward
-  recomputes ``fn`` once and hands out the recomputed tensors. No nested
-  backward, works with ``grad()``.
+  whose pack hook keeps only an index; the first unpack of each backward
+  pass recomputes ``fn`` and hands out the recomputed tensors, each once.
+  No nested backward, works with ``grad()``.
 
 Both restore the state of aiograd's random generator before recomputing, so
 ``randn`` inside ``fn`` gives the same values twice.
@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import threading
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from .. import _tensor
 from .._tensor import Tensor
 from ..autograd import backward_sync, is_checkpoint_valid
+from ..engine.graph_task import current_graph_task
 from ..function import Function
 from ..grad_mode import enable_grad, is_grad_enabled
-from ..graph._saved import saved_tensors_hooks
+from ..graph._saved import SavedTensor, saved_tensors_hooks
 
 __all__ = ["checkpoint"]
 
@@ -113,9 +115,18 @@ class _ReentrantCheckpoint(Function):
 class _Recomputation:
     """Shared by the pack/unpack hooks of one non-reentrant checkpoint call.
 
-    Invariant: after ``recompute``, ``tensors[i]`` is the i-th tensor saved
-    by the recomputed forward, matching index i handed out by ``pack``.
-    ``lock`` serialises the one recomputation (unpack may run on any worker).
+    The tensor arguments are saved as a node saves its inputs (``inputs``,
+    made outside the checkpoint's own hooks, so a caller's outer hooks see
+    them): recomputing unpacks them, so an argument changed in place since
+    the forward raises the version error, as in PyTorch.
+
+    Each backward pass recomputes on its first unpack and hands every
+    recomputed tensor out once, then drops it, so memory goes as the pass
+    proceeds and a second pass (``retain_graph``) recomputes again.
+    Invariant: ``by_task[gt][i]`` is the i-th tensor saved by the forward
+    recomputed for GraphTask ``gt``, or None once handed out; index i is the
+    one ``pack`` returned for the i-th tensor the original forward saved.
+    ``lock`` guards ``by_task`` (unpack may run on any worker).
     """
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -123,9 +134,11 @@ class _Recomputation:
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
+        self.inputs = [SavedTensor(a, False) if isinstance(a, Tensor) else None for a in args]
         self.rng = rng
         self.count = 0
-        self.tensors: list[Tensor] | None = None
+        self.by_task: weakref.WeakKeyDictionary[Any, list[Tensor | None]] = (
+            weakref.WeakKeyDictionary())
         self.lock = threading.Lock()
 
     def pack(self, t: Tensor) -> int:
@@ -134,19 +147,19 @@ class _Recomputation:
         return index
 
     def unpack(self, index: int) -> Tensor:
+        task = current_graph_task.get()
         with self.lock:
-            if self.tensors is None:
-                self.tensors = self._recompute()
-            tensors = self.tensors
-        if index >= len(tensors):
-            raise RuntimeError(
-                "aiograd.checkpoint: the recomputed forward saved fewer tensors than the "
-                "original one; the checkpointed function must be deterministic"
-            )
-        return tensors[index]
+            tensors = self.by_task.get(task) if task is not None else None
+            if tensors is None or tensors[index] is None:  # new pass, or unpacked again
+                tensors = self._recompute()
+                if task is not None:
+                    self.by_task[task] = tensors
+            t = tensors[index]
+            tensors[index] = None
+        return t  # type: ignore[return-value]
 
-    def _recompute(self) -> list[Tensor]:
-        saved: list[Tensor] = []
+    def _recompute(self) -> list[Tensor | None]:
+        saved: list[Tensor | None] = []
 
         def keep(t: Tensor) -> None:
             saved.append(t.detach())
@@ -154,14 +167,29 @@ class _Recomputation:
         def refuse(x: Any) -> Tensor:
             raise RuntimeError("aiograd.checkpoint: the recomputed graph is never backpropagated")
 
+        args = [a if s is None else _detached_like(s.unpack(None, False), a)  # type: ignore[arg-type]
+                for a, s in zip(self.args, self.inputs)]
         state = _rng_state(self.rng is not None)
         _restore_rng(self.rng)
         try:
             with enable_grad(), saved_tensors_hooks(keep, refuse):
-                self.fn(*self.args, **self.kwargs)
+                self.fn(*args, **self.kwargs)
         finally:
             _restore_rng(state)
+        if len(saved) < self.count:
+            raise RuntimeError(
+                "aiograd.checkpoint: the recomputed forward saved fewer tensors than the "
+                "original one; the checkpointed function must be deterministic"
+            )
         return saved
+
+
+def _detached_like(data: Any, t: Tensor) -> Tensor:
+    """A new leaf over ``data`` with ``t``'s device and ``requires_grad``."""
+    out = Tensor._wrap(data, t.device)
+    if t.requires_grad:
+        out.requires_grad_(True)
+    return out
 
 
 def _checkpoint_with_hooks(fn: Callable[..., Any], args: tuple[Any, ...],
@@ -169,5 +197,3 @@ def _checkpoint_with_hooks(fn: Callable[..., Any], args: tuple[Any, ...],
     frame = _Recomputation(fn, args, kwargs, _rng_state(preserve))
     with saved_tensors_hooks(frame.pack, frame.unpack):
         return fn(*args, **kwargs)
-
-
