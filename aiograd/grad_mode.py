@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -172,6 +173,9 @@ class detect_anomaly(_ModeContext):
     def __init__(self, check_nan: bool = True) -> None:
         super().__init__()
         self.check_nan = check_nan
+        warnings.warn(
+            "Anomaly Detection has been enabled. This mode will increase the runtime and "
+            "should only be enabled for debugging.", UserWarning, stacklevel=2)
 
     def _value(self) -> tuple[bool, bool]:
         return (True, self.check_nan)

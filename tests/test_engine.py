@@ -563,7 +563,8 @@ def test_engine_serves_next_backward_after_an_error():
 
 def test_anomaly_mode_attaches_forward_traceback():
     x = leaf([1.0])
-    with ag.detect_anomaly():
+    with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"), \
+            ag.detect_anomaly():
         y = Boom.apply(x)
         with pytest.raises(KeyError) as info:
             ag.backward_sync(y)
@@ -583,7 +584,7 @@ def test_anomaly_mode_reports_nan_gradients():
             return g * float("nan")
 
     x = leaf([1.0])
-    with ag.detect_anomaly():
+    with pytest.warns(UserWarning, match="Anomaly Detection"), ag.detect_anomaly():
         with pytest.raises(RuntimeError, match="Function 'NaNGradBackward' returned nan values "
                                                "in its 0th output."):
             ag.backward_sync(NaNGrad.apply(x))
@@ -667,9 +668,23 @@ def test_anomaly_mode_of_caller_is_visible_in_backward():
 
     Probe = passthrough(lambda: seen.append(ag.is_anomaly_enabled()))
 
-    with ag.detect_anomaly():
+    with pytest.warns(UserWarning, match="Anomaly Detection"), ag.detect_anomaly():
         ag.backward_sync(Probe.apply(leaf([1.0])))
     assert seen == [True]
+
+
+def test_detect_anomaly_warns_that_it_slows_down_as_pytorchs_does():
+    torch = pytest.importorskip("torch")
+    caught = []
+    for lib in (torch.autograd, ag):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with lib.detect_anomaly(check_nan=False):
+                pass
+            lib.set_detect_anomaly(True)
+            lib.set_detect_anomaly(False)
+        caught.append([(w.category, str(w.message)) for w in seen])
+    assert caught[1] == caught[0] and len(caught[0]) == 1
 
 
 # ---- async backward functions and the loop bridge ----
