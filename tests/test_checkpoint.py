@@ -147,6 +147,8 @@ def test_reentrant_checkpoint_warns_when_no_input_requires_grad():
     w = ag.tensor(np.ones((2, 2)), requires_grad=True)
     with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
         ag.checkpoint(lambda inp: inp @ w, ag.tensor(np.ones((2, 2))))
+    with pytest.warns(UserWarning, match="None of the inputs"), ag.no_grad():  # as PyTorch
+        ag.checkpoint(lambda inp: inp @ w, ag.tensor(np.ones((2, 2))))
 
 
 def test_checkpoint_rejects_a_non_callable():

@@ -30,7 +30,7 @@ from .._tensor import Tensor
 from ..autograd import backward_sync, is_checkpoint_valid
 from ..engine.graph_task import current_graph_task
 from ..function import Function
-from ..grad_mode import enable_grad, is_grad_enabled
+from ..grad_mode import enable_grad
 from ..graph._saved import SavedTensor, saved_tensors_hooks
 
 __all__ = ["checkpoint"]
@@ -52,8 +52,7 @@ def checkpoint(fn: Callable[..., Any], *args: Any, use_reentrant: bool = True,
     if use_reentrant:
         if kwargs:
             raise ValueError("keyword arguments are only supported with use_reentrant=False")
-        if is_grad_enabled() and not any(isinstance(a, Tensor) and a.requires_grad
-                                         for a in args):
+        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
                           UserWarning, stacklevel=2)
         return _ReentrantCheckpoint.apply(fn, preserve_rng_state, *args)
