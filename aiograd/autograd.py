@@ -9,13 +9,14 @@ on the caller's thread, so bad input fails fast with a clear message.
 from __future__ import annotations
 
 import contextvars
+import functools
 import numbers
 import warnings
 from typing import Any
 
 import numpy
 
-from ._tensor import Tensor
+from ._tensor import Tensor, zeros_like
 from .engine import engine as _engine_mod
 from .engine.engine import multithreading_enabled
 from .engine.graph_task import GraphTask, checkpoint_valid, current_graph_task
@@ -222,7 +223,10 @@ def _make_task(
     return gt, contextvars.copy_context()
 
 
-def _results(gt: GraphTask, edges: list[_Edge | None], allow_unused: bool) -> tuple[Any, ...]:
+def _results(gt: GraphTask, *, allow_unused: bool, zeros_for: list[Any] | None,
+             create_graph: bool) -> tuple[Any, ...]:
+    """``grad()``'s results: the captured gradients; for an unused input None, or
+    zeros like it with ``materialize_grads`` (``zeros_for`` lists the inputs)."""
     out = []
     for i, g in enumerate(gt.captured):
         if g is None:
@@ -231,7 +235,14 @@ def _results(gt: GraphTask, edges: list[_Edge | None], allow_unused: bool) -> tu
                     "One of the differentiated Tensors appears to not have been used in the "
                     f"graph (input {i}). Set allow_unused=True if this is the desired behavior."
                 )
-            out.append(None)
+            if zeros_for is None:
+                out.append(None)
+                continue
+            like = zeros_for[i]
+            if isinstance(like, GradientEdge):
+                raise RuntimeError(
+                    "materialize_grads cannot be used when the given input is a GradientEdge")
+            out.append(zeros_like(like, requires_grad=create_graph))
         else:
             out.append(g if isinstance(g, Tensor) else Tensor._wrap(g))
     return tuple(out)
@@ -276,15 +287,27 @@ def backward_sync(
 # ---- grad ----
 
 def _grad_task(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
-               create_graph: bool, allow_unused: bool | None) -> Any:
+               create_graph: bool, allow_unused: bool | None, materialize_grads: bool) -> Any:
+    """The GraphTask of a ``grad()`` call, its context, and how to give out its results."""
     if allow_unused is not None and not isinstance(allow_unused, bool):
         raise TypeError(f"allow_unused must be a bool, got {type(allow_unused).__name__}")
+    if not isinstance(materialize_grads, bool):
+        raise TypeError(
+            f"materialize_grads must be a bool, got {type(materialize_grads).__name__}")
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
     if inputs is None:
         raise TypeError("grad() missing required argument 'inputs'")
     made = _make_task(outputs, grad_outputs, retain_graph, create_graph, inputs,
                       accumulate_grad=False, names=("outputs", "grad_outputs"))
     assert made is not None
-    return made
+    zeros_for = None
+    if materialize_grads:  # the zeros of unused inputs stand for their gradients
+        zeros_for = [inputs] if isinstance(inputs, (Tensor, GradientEdge)) else list(inputs)
+    unused_ok = bool(allow_unused or materialize_grads)
+    return made, functools.partial(_results, allow_unused=unused_ok, zeros_for=zeros_for,
+                                   create_graph=create_graph)
 
 
 async def grad(
@@ -294,12 +317,18 @@ async def grad(
     retain_graph: bool | None = None,
     create_graph: bool = False,
     allow_unused: bool | None = None,
+    materialize_grads: bool = False,
 ) -> tuple[Tensor | None, ...]:
-    """The gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is not touched)."""
-    gt, ctx = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
-                         allow_unused)
+    """The gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is not touched).
+
+    An input the outputs do not depend on raises, or with ``allow_unused``
+    gets None, or with ``materialize_grads`` zeros (requiring grad under
+    ``create_graph``), as in PyTorch.
+    """
+    (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                                    allow_unused, materialize_grads)
     await _engine_mod.get_engine().run_async(gt, ctx)
-    return _results(gt, gt.outputs or [], bool(allow_unused))
+    return results(gt)
 
 
 def grad_sync(
@@ -309,12 +338,13 @@ def grad_sync(
     retain_graph: bool | None = None,
     create_graph: bool = False,
     allow_unused: bool | None = None,
+    materialize_grads: bool = False,
 ) -> tuple[Tensor | None, ...]:
     """Blocking :func:`grad`."""
-    gt, ctx = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
-                         allow_unused)
+    (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                                    allow_unused, materialize_grads)
     _engine_mod.get_engine().run_sync(gt, ctx)
-    return _results(gt, gt.outputs or [], bool(allow_unused))
+    return results(gt)
 
 
 # ---- engine hooks ----

@@ -127,6 +127,28 @@ def test_unused_input_error_names_the_input():
         ag.grad_sync(z, [x, y])
 
 
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.anyio
+async def test_unused_input_gets_zeros_with_materialize_grads(create_graph):
+    torch = pytest.importorskip("torch")
+    tx, tz = torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True)
+    expected = torch.autograd.grad((tx * 2).sum(), [tx, tz], materialize_grads=True,
+                                   create_graph=create_graph)
+    x, z = leaf([1.0, 1.0]), leaf([1.0, 1.0, 1.0])
+    got = await ag.grad((x * 2.0).sum(), [x, z], materialize_grads=True,
+                        create_graph=create_graph)
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g.detach().numpy(), e.detach().numpy())
+        assert g.requires_grad == e.requires_grad
+    assert got[1].dtype == z.dtype
+    with pytest.raises(ValueError, match="allow_unused to be True or not passed"):
+        await ag.grad((x * 2.0).sum(), [x, z], materialize_grads=True, allow_unused=False)
+    with pytest.raises(RuntimeError, match="materialize_grads cannot be used when the given "
+                                           "input is a GradientEdge"):
+        await ag.grad((x * 2.0).sum(), [ag.graph.get_gradient_edge(z * 1.0)],
+                      materialize_grads=True)
+
+
 def test_unused_input_gets_none_with_allow_unused():
     x, y = leaf([1.0]), leaf([2.0])
     gx, gy = ag.grad_sync(x * 2.0, [x, y], allow_unused=True)
