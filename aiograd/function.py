@@ -191,12 +191,20 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
     def backward(ctx: Any, *grads: Any) -> Any:
         raise NotImplementedError("a Function must implement backward(ctx, *grads)")
 
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        """Optional (PyTorch's second style): if a subclass defines it, ``forward``
+        takes no ctx, ``forward(*inputs)``, and this fills the ctx from the
+        inputs (keywords bound to positions, defaults applied) and the output."""
+        raise NotImplementedError("setup_context is not defined")
+
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is Function:
             raise RuntimeError("call apply on a subclass of Function")
-        if kwargs:
-            args, kwargs = _bind_to_positions(cls.forward, args, kwargs)
+        separate_ctx = cls.setup_context is not Function.setup_context
+        if kwargs or separate_ctx:
+            args, kwargs = _bind_to_positions(cls.forward, args, kwargs, separate_ctx)
         node = cls._backward_cls()
         positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
         node._tensor_positions = positions
@@ -204,7 +212,11 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
         node.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
         record = _grad_enabled.get() and any(node.needs_input_grad)
         with no_grad():
-            outputs = cls.forward(node, *args, **kwargs)
+            if separate_ctx:
+                outputs = cls.forward(*args)
+                cls.setup_context(node, args, outputs)
+            else:
+                outputs = cls.forward(node, *args, **kwargs)
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
         if not record:
@@ -254,13 +266,20 @@ def _signature(forward: Callable[..., Any]) -> inspect.Signature:
 
 
 def _bind_to_positions(forward: Callable[..., Any], args: tuple[Any, ...],
-                       kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+                       kwargs: dict[str, Any],
+                       separate_ctx: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Keyword arguments of ``apply`` moved to the positions ``forward`` declares them at,
     as PyTorch's ``apply`` does, so a tensor passed by keyword is an input of the node.
 
-    Keywords after the first parameter given neither way stay keywords.
+    Keywords after the first parameter given neither way stay keywords. A
+    ``forward`` without ctx (``separate_ctx``, see ``Function.setup_context``)
+    gets its defaults applied too, so that ``setup_context`` sees every input.
     """
     try:
+        if separate_ctx:
+            bound = _signature(forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            return bound.args, bound.kwargs
         bound = _signature(forward).bind(None, *args, **kwargs)  # None: the ctx
     except TypeError as exc:
         raise TypeError(f"{forward.__qualname__}(): {exc}") from None

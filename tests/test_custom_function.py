@@ -216,3 +216,41 @@ def test_once_differentiable_marks_only_results_of_gradients_that_require_grad()
         with pytest.raises(RuntimeError, match="trying to differentiate twice"):
             gx2.sum().backward() if lib is torch else gx2.sum().backward_sync()
     assert seen[1] == seen[0]
+
+
+def _mul_with_setup_context(lib: Any) -> Any:
+    """PyTorch's second style: forward without ctx, then setup_context."""
+
+    class Mul(lib.autograd.Function if lib is torch else lib.Function):
+        @staticmethod
+        def forward(x, w, k=2.0):
+            return x * w * k
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, w, k = inputs
+            ctx.save_for_backward(x, w)
+            ctx.k = k
+            ctx.seen = (len(inputs), ctx.needs_input_grad, output.shape)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            return g * w * ctx.k, g * x * ctx.k, None
+
+    return Mul
+
+
+@pytest.mark.parametrize("call", ["positional", "keyword"])
+def test_setup_context_style_function_matches_pytorchs(call: str) -> None:
+    seen = []
+    for lib in (torch, ag):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        w = lib.tensor([3.0, 4.0], requires_grad=True)
+        y = (_mul_with_setup_context(lib).apply(x, w) if call == "positional"
+             else _mul_with_setup_context(lib).apply(x, w=w, k=3.0))
+        y.sum().backward() if lib is torch else y.sum().backward_sync()
+        count, needs, shape = y.grad_fn.seen
+        seen.append((count, needs, tuple(shape), len(y.grad_fn.next_functions),
+                     x.grad.numpy().tolist(), w.grad.numpy().tolist()))
+    assert seen[1] == seen[0]
