@@ -3,13 +3,17 @@
 A Python number operand stays a number (weak dtype, NEP 50); its next edge
 is None, as in PyTorch: ``y * 2.0`` records a MulBackward0 whose next edges
 are ``y``'s and None, so hooks see two gradients, the second None.
-See Note [Dual backward formulas] and Note [Broadcast gradients].
+See Note [Dual backward formulas], Note [Broadcast gradients] and
+Note [Silent singular points].
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
+
+import numpy
 
 from .._tensor import Tensor
 from ..graph._node import Node
@@ -138,29 +142,44 @@ def mul(a: Tensor, b: Any) -> Tensor:
 
 
 class DivBackward0(Node):
-    """``a / b``. A number divisor is kept in ``scalar``, a number dividend in ``numer``."""
+    """``a / b``: ``g / b`` and ``-g * ((a / b) / b)``, PyTorch's formulas (``b * b``
+    would make the second derivative NaN at ``b == 0``, where PyTorch's is inf).
+
+    A number divisor is kept in ``scalar``, a number dividend in ``numer``.
+    """
 
     __slots__ = ("self_", "other", "scalar", "numer")
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
-        if self.scalar is not None:
-            return (g / self.scalar, None)
+        scalar = self.scalar
+        if scalar is not None:
+            return (g / scalar if scalar != 0 else _divide(g, scalar), None)
+        return self._by_tensor(g, create_graph)
+
+    @numpy.errstate(all="ignore")  # b == 0. See Note [Silent singular points].
+    def _by_tensor(self, g: Any, create_graph: bool) -> Any:
         b = self.other.unpack(self, create_graph)
         if self.numer is not None:  # number / tensor
-            return (-g * self.numer / (b * b),)
+            return (-g * ((self.numer / b) / b),)
         edges = self.next_edges
         ga = g / b if edges[0] is not None else None
         gb = None
         if edges[1] is not None:
             a = self.self_.unpack(self, create_graph)
-            gb = -g * a / (b * b)
+            gb = -g * ((a / b) / b)
         return (ga, gb)
 
     def release_variables(self) -> None:
         for saved in (self.self_, self.other):
             if saved is not None:
                 saved.release()
+
+
+@numpy.errstate(all="ignore")
+def _divide(x: Any, y: Any) -> Any:
+    """``x / y`` where ``y`` may hold zeros. See Note [Silent singular points]."""
+    return x / y
 
 
 def _div_node(edges: Any, self_: Any, other: Any, scalar: Any, numer: Any) -> DivBackward0:
@@ -173,13 +192,13 @@ def div(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         dev = check_same_device(a, b)
-        data = a.data / b.data
+        data = _divide(a.data, b.data)
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
         self_ = save(a) if edges[1] is not None else None
         return record(_div_node(edges, self_, save(b), None, None), data, dev)
-    data = a.data / b
+    data = a.data / b if b != 0 else _divide(a.data, b)
     edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)
@@ -191,7 +210,7 @@ def rdiv(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         return div(b, a)
-    data = b / a.data
+    data = _divide(b, a.data)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -215,18 +234,31 @@ def neg(a: Tensor) -> Tensor:
     return record(NegBackward0(edges), data, a.device)
 
 
+def _whole(e: int | float, low: int) -> bool:
+    """True if ``e`` is a whole number >= ``low``: then ``x ** e`` has no singular point
+    (only overflow), and needs no errstate. See Note [Silent singular points]."""
+    return e >= low and e % 1 == 0
+
+
+def _pow_grad(g: Any, a: Any, e: int | float) -> Any:
+    return g * (e * a ** (e - 1))
+
+
 class PowBackward0(Node):
-    """``tensor ** number``."""
+    """``tensor ** number``: ``g * (e * a ** (e - 1))``, and zeros (whatever ``g``) when
+    ``e == 0``, as PyTorch's ``pow_backward``."""
 
     __slots__ = ("self_", "exponent")
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
         e = self.exponent
-        a = self.self_.unpack(self, create_graph)
         if e == 0:
-            return (g * 0,)
-        return (g * e * a ** (e - 1),)
+            return (_dual.zeros_of(g),)
+        a = self.self_.unpack(self, create_graph)
+        if _whole(e, 1):
+            return (_pow_grad(g, a, e),)
+        return (_dual.quietly(_pow_grad, g, a, e),)  # 0 ** -0.5, (-1) ** -0.5
 
     def release_variables(self) -> None:
         self.self_.release()
@@ -234,23 +266,24 @@ class PowBackward0(Node):
 
 class PowBackward1(Node):
     """``tensor ** tensor``: d/da = e a^(e-1) (0 where e == 0), d/de = a^e log a (0 where
-    a == 0 and e >= 0), as PyTorch's ``pow_backward_self``/``pow_backward_exponent``."""
+    a == 0 and e >= 0), as PyTorch's ``pow_backward_self``/``pow_backward_exponent``
+    (``g * where(mask, 0, ...)``: a NaN ``g`` stays NaN, as there)."""
 
     __slots__ = ("self_", "exponent", "result")
 
+    @numpy.errstate(all="ignore")  # 0 ** -1, log(0). See Note [Silent singular points].
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
         edges = self.next_edges
         a = self.self_.unpack(self, create_graph)
         e = self.exponent.unpack(self, create_graph)
-        ga = None
+        ga = ge = None
         if edges[0] is not None:
-            ga = _dual.where(_dual.raw(e) == 0, 0.0, g * e * a ** (e - 1))
-        ge = None
+            ga = _dual.where(_dual.raw(e) == 0, 0.0, _pow_grad(g, a, e))
         if edges[1] is not None:
             out = self.result.unpack(self, create_graph)
             mask = (_dual.raw(a) == 0) & (_dual.raw(e) >= 0)
-            ge = _dual.where(mask, 0.0, g * out * _dual.log(a))
+            ge = g * _dual.where(mask, 0.0, out * _dual.log(a))
         return (ga, ge)
 
     def release_variables(self) -> None:
@@ -261,7 +294,7 @@ class PowBackward1(Node):
 
 class RpowBackward(Node):
     """``number ** tensor``: d/de = b^e log b (NaN for b < 0; for b == 0: 0 where e >= 0,
-    that is where the result is finite, and -inf where e < 0), as PyTorch."""
+    that is where ``|0 ** e| <= 1``, and ``0 ** e * -inf`` elsewhere), as PyTorch."""
 
     __slots__ = ("base", "result")
 
@@ -270,8 +303,8 @@ class RpowBackward(Node):
         out = self.result.unpack(self, create_graph)
         b = self.base
         if b == 0:
-            return (_dual.where(_dual.raw(out) != math.inf, 0.0, g * -math.inf),)
-        return (g * out * (math.log(b) if b > 0 else math.nan),)
+            return (_dual.quietly(_zero_base_grad, g, out),)
+        return (g * (out * (math.log(b) if b > 0 else math.nan)),)
 
     def release_variables(self) -> None:
         self.result.release()
@@ -280,11 +313,44 @@ class RpowBackward(Node):
         return "PowBackward2"
 
 
+def _zero_base_grad(g: Any, out: Any) -> Any:
+    """``g * where(e >= 0, 0, 0 ** e * log(0))``; ``e >= 0`` where ``|0 ** e| <= 1``. Its
+    masked ``0 * -inf`` is NaN: the caller silences NumPy."""
+    return g * _dual.where(abs(_dual.raw(out)) <= 1, 0.0, out * -math.inf)
+
+
+_NEGATIVE_INTEGER_POWER = "Integers to negative integer powers are not allowed."
+
+
+def _integer_power(base: Any, exponent: Any) -> Any:
+    """Integer ``base ** exponent`` (an array exponent) with PyTorch's rule where NumPy
+    raises: to a negative power, 1 gives 1, -1 gives +-1 by parity, any other base 0."""
+    out = base ** abs(exponent)
+    wiped = (exponent < 0) & (abs(base) != 1)
+    return _dual.xp_of(exponent).where(wiped, 0, out).astype(out.dtype, copy=False)
+
+
+def _tensor_power(x: Any, e: Any) -> Any:
+    """``x ** e`` for two arrays."""
+    if e.dtype.kind in "iu" and x.dtype.kind in "iub":
+        return _integer_power(x, e)
+    return _dual.quietly(operator.pow, x, e)  # 0 ** -1, (-1) ** 0.5
+
+
+def _number_power(x: Any, e: int | float) -> Any:
+    """``x ** e`` for a number ``e`` that is negative or fractional."""
+    if type(e) is int and x.dtype.kind in "iub":
+        raise RuntimeError(_NEGATIVE_INTEGER_POWER)
+    return _dual.quietly(operator.pow, x, e)
+
+
 def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
+    """``a ** e``. Integer tensors follow PyTorch: a negative number exponent raises
+    RuntimeError, a negative tensor exponent gives 0 (or +-1 for bases +-1)."""
     e = scalar_or_tensor(e, a)
     if type(e) is Tensor:
         dev = check_same_device(a, e)
-        data = a.data ** e.data
+        data = _tensor_power(a.data, e.data)
         edges = edges_of(a, e)
         if edges is None:
             return plain(data, dev)
@@ -294,7 +360,7 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
         out = record(node, data, dev)
         node.result = save(out, is_output=True)
         return out
-    data = a.data ** e
+    data = a.data ** e if _whole(e, 0) else _number_power(a.data, e)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -309,7 +375,13 @@ def rpow(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         return pow(b, a)
-    data = b ** a.data
+    x = a.data
+    if type(b) is int and x.dtype.kind in "iub":
+        data = _integer_power(b, x)
+    elif b > 0:
+        data = b ** x
+    else:
+        data = _dual.quietly(operator.pow, b, x)  # 0 ** -1, (-1) ** 0.5
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)

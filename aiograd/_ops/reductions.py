@@ -86,6 +86,12 @@ class SumBackward1(SumBackward0):
 
 
 class MeanBackward0(SumBackward0):
+    """Divides the gradient by ``count`` and expands it.
+
+    Invariant: ``count >= 1``; an empty input keeps 1 (its gradient is empty
+    whatever the divisor, and ``g / 0`` would make NumPy warn).
+    """
+
     __slots__ = ("count",)
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
@@ -107,7 +113,7 @@ def _reduce(a: Tensor, dim: Any, keepdim: bool, is_mean: bool) -> Tensor:
                 "mean(): could not infer output dtype. Input dtype must be a floating point "
                 f"dtype, got {x.dtype}; convert first, e.g. t.to(dtype=aiograd.float32)"
             )
-        data = x.mean(axis=dims, keepdims=keepdim)
+        data = x.mean(axis=dims, keepdims=keepdim) if x.size else _mean_of_empty(x, dims, keepdim)
     else:
         data = x.sum(axis=dims, keepdims=keepdim)
     data = as_array(data)
@@ -117,12 +123,19 @@ def _reduce(a: Tensor, dim: Any, keepdim: bool, is_mean: bool) -> Tensor:
     full = dim is None and not keepdim
     if is_mean:
         node = (MeanBackward0 if full else MeanBackward1)(edges)
-        node.count = math.prod(x.shape[d] for d in dims)
+        node.count = math.prod(x.shape[d] for d in dims) or 1
     else:
         node = (SumBackward0 if full else SumBackward1)(edges)
     node.self_shape = x.shape
     node.kept_shape = _kept_shape(x.shape, dims)
     return record(node, data, a.device)
+
+
+@numpy.errstate(all="ignore")  # 0 / 0
+def _mean_of_empty(x: Any, dims: tuple[int, ...], keepdim: bool) -> Any:
+    """The mean of an empty array: NaN where no element is averaged, as PyTorch, without
+    NumPy's "Mean of empty slice" warning. See Note [Silent singular points]."""
+    return x.sum(axis=dims, keepdims=keepdim) / math.prod(x.shape[d] for d in dims)
 
 
 def sum(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001

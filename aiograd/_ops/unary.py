@@ -3,8 +3,12 @@
 Each node saves one tensor, the input or the op's own output, whichever
 its formula is written with (PyTorch's choice). Masks (relu, clamp, where)
 are raw boolean arrays: they carry no gradient, so a create_graph formula
-needs only ``where(mask, g, 0)``, differentiable in ``g``.
-See Note [Dual backward formulas] and Note [Broadcast gradients].
+needs only ``where(mask, g, 0)``, differentiable in ``g``. relu's is the
+exception, as in PyTorch: its create_graph gradient is an op of its own,
+``threshold_backward(g, result)``, recorded even when only ``result`` has
+history.
+See Note [Dual backward formulas], Note [Broadcast gradients] and
+Note [Silent singular points].
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class ExpBackward0(_SavesOne):
 class LogBackward0(_SavesOne):
     __slots__ = ()
 
+    @numpy.errstate(all="ignore")  # x == 0. See Note [Silent singular points].
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         return (grads[0] / self.saved.unpack(self, create_graph),)
 
@@ -74,6 +79,7 @@ class SqrtBackward0(_SavesOne):
 
     __slots__ = ()
 
+    @numpy.errstate(all="ignore")  # sqrt(x) == 0. See Note [Silent singular points].
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         return (grads[0] / (2 * self.saved.unpack(self, create_graph)),)
 
@@ -83,11 +89,13 @@ def exp(a: Tensor) -> Tensor:
 
 
 def log(a: Tensor) -> Tensor:
-    return _record_unary(LogBackward0, a, a.device.xp.log(_floating(a)), saves_output=False)
+    data = _dual.quietly(a.device.xp.log, _floating(a))  # log(0) == -inf, log(-1) is NaN
+    return _record_unary(LogBackward0, a, data, saves_output=False)
 
 
 def sqrt(a: Tensor) -> Tensor:
-    return _record_unary(SqrtBackward0, a, a.device.xp.sqrt(_floating(a)), saves_output=True)
+    data = _dual.quietly(a.device.xp.sqrt, _floating(a))  # sqrt(-1) is NaN
+    return _record_unary(SqrtBackward0, a, data, saves_output=True)
 
 
 # ---- tanh / sigmoid ----
@@ -128,7 +136,7 @@ def sigmoid(a: Tensor) -> Tensor:
 # ---- abs / sign / relu / clamp ----
 
 class AbsBackward0(_SavesOne):
-    """d |x| = sign(x), 0 at 0."""
+    """d |x| = sign(x): 0 at 0 and at NaN, as PyTorch's ``grad * sgn(x)``."""
 
     __slots__ = ()
 
@@ -146,7 +154,8 @@ class SignBackward0(Node):
 
 
 class ReluBackward0(_SavesOne):
-    """Passes the gradient where the output is positive: saves the output.
+    """Passes the gradient where the output is not 0 (positive, or NaN for a NaN
+    input, as PyTorch's ``threshold_backward``): saves the output.
 
     ``g * mask``, not ``where(mask, g, 0)``: several times faster in NumPy, and
     this is the MLP hot path. Unlike PyTorch, a NaN gradient stays NaN where
@@ -156,7 +165,9 @@ class ReluBackward0(_SavesOne):
     __slots__ = ()
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        mask = _dual.raw(self.saved.unpack(self, False)) > 0
+        if create_graph:
+            return (threshold_backward(grads[0], self.saved.unpack(self, True)),)
+        mask = self.saved.unpack(self, False) != 0
         g = grads[0]
         # In place when nothing else can see g (see Note [Stealing gradients]): the
         # engine's buffer slot, the local and getrefcount's argument; no post-hook
@@ -168,12 +179,50 @@ class ReluBackward0(_SavesOne):
         return (g * mask,)
 
 
+class ThresholdBackwardBackward0(Node):
+    """The node of relu's create_graph gradient ``threshold_backward(grad, result)``.
+
+    The mask is piecewise constant in ``result``: the gradient is
+    ``threshold_backward(gg, result)`` for ``grad`` and zeros for ``result``,
+    as PyTorch's. ``self_`` saves relu's result.
+    """
+
+    __slots__ = ("self_",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        edges = self.next_edges
+        gg = None
+        if edges[0] is not None:
+            gg = threshold_backward(g, self.self_.unpack(self, create_graph))
+        return (gg, _dual.zeros_of(g) if edges[1] is not None else None)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+
+
+def threshold_backward(grad: Any, result: Any) -> Any:
+    """relu's gradient ``grad * (result != 0)``: two arrays, or two Tensors (then recorded
+    as a ThresholdBackwardBackward0). ``result`` is relu's output (>= 0 or NaN)."""
+    if type(grad) is not Tensor:
+        return grad * (_dual.raw(result) != 0)
+    data = grad.data * (result.data != 0)
+    edges = edges_of(grad, result)
+    if edges is None:
+        return plain(data, grad.device)
+    node = ThresholdBackwardBackward0(edges)
+    node.self_ = save(result)
+    return record(node, data, grad.device)
+
+
 def abs(a: Tensor) -> Tensor:  # noqa: A001
     return _record_unary(AbsBackward0, a, a.device.xp.abs(a.data), saves_output=False)
 
 
 def sign(a: Tensor) -> Tensor:
-    data = a.device.xp.sign(a.data)
+    """-1, 0 or 1; 0 at NaN as in PyTorch (NumPy's is NaN); a bool tensor is its own sign."""
+    x = a.data
+    data = x.copy() if x.dtype.kind == "b" else _dual.sign(x)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
