@@ -1,13 +1,13 @@
 """Optimizers that update parameters in place after ``await loss.backward()``.
 
-``SGD`` and ``Adam`` follow ``torch.optim``'s formulas exactly; see
+``SGD``, ``Adam`` and ``AdamW`` follow ``torch.optim``'s formulas exactly; see
 Note [Optimizer steps write .data in place] in :mod:`aiograd.optim._optimizer`.
 """
 
 from __future__ import annotations
 
-from ._adam import Adam
+from ._adam import Adam, AdamW
 from ._optimizer import Optimizer
 from ._sgd import SGD
 
-__all__ = ["Adam", "Optimizer", "SGD"]
+__all__ = ["Adam", "AdamW", "Optimizer", "SGD"]

@@ -1,4 +1,5 @@
-"""Adam, with PyTorch's update formulas (bias correction, eps outside the square root)."""
+"""Adam and AdamW, with PyTorch's update formulas (bias correction, eps outside the square
+root; AdamW's weight decay applied to the parameter, not folded into the gradient)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from typing import Any
 
 from ._optimizer import Optimizer, ParamsT
 
-__all__ = ["Adam"]
+__all__ = ["Adam", "AdamW"]
 
 
 class Adam(Optimizer):
     """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
-    maximize=False)``, as ``torch.optim.Adam``::
+    maximize=False, decoupled_weight_decay=False)``, as ``torch.optim.Adam``::
 
         t += 1
         g = grad (negated if maximize) + weight_decay * p
@@ -22,6 +23,9 @@ class Adam(Optimizer):
         denom = sqrt(v_hat) / sqrt(1 - beta2 ** t) + eps
         p = p - lr / (1 - beta1 ** t) * m / denom
 
+    With ``decoupled_weight_decay`` (AdamW) g leaves out the decay term and each
+    step first shrinks the parameter: ``p = p * (1 - lr * weight_decay)``.
+
     State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq`` (and
     ``max_exp_avg_sq`` with amsgrad). See Note [Optimizer steps write .data in place].
     """
@@ -29,7 +33,7 @@ class Adam(Optimizer):
     def __init__(self, params: ParamsT, lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, decoupled_weight_decay: bool = False) -> None:
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if eps < 0.0:
@@ -41,7 +45,8 @@ class Adam(Optimizer):
         if weight_decay < 0.0:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                        amsgrad=amsgrad, maximize=maximize)
+                        amsgrad=amsgrad, maximize=maximize,
+                        decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
     def _update_group(self, group: dict[str, Any]) -> None:
@@ -51,6 +56,10 @@ class Adam(Optimizer):
         weight_decay = group["weight_decay"]
         amsgrad = group["amsgrad"]
         maximize = group["maximize"]
+        # Weight decay goes into g (coupled_decay), or shrinks the parameter (shrink).
+        decoupled = group["decoupled_weight_decay"]
+        coupled_decay = 0.0 if decoupled else weight_decay
+        shrink = 1.0 - lr * weight_decay if decoupled and weight_decay != 0 else None
         for p, xp, w, grad in self._with_grads(group):
             state = self.state[p]
             if not state:
@@ -66,17 +75,22 @@ class Adam(Optimizer):
 
             # scratch[-1] is a temporary, then the denominator; scratch[0] holds g
             # when it differs from grad.
-            need_g = weight_decay != 0 or maximize
+            need_g = coupled_decay != 0 or maximize
             scratch = self._scratch_for(p, 2 if need_g else 1)
             tmp = scratch[-1]
             g = grad
-            if need_g:
+            if coupled_decay != 0:
                 g = scratch[0]
-                xp.multiply(w, weight_decay, out=g)
+                xp.multiply(w, coupled_decay, out=g)
                 if maximize:
                     xp.subtract(g, grad, out=g)
                 else:
                     xp.add(g, grad, out=g)
+            elif maximize:
+                g = scratch[0]
+                xp.negative(grad, out=g)
+            if shrink is not None:
+                w *= shrink
 
             xp.subtract(g, exp_avg, out=tmp)
             tmp *= 1.0 - beta1
@@ -100,3 +114,26 @@ class Adam(Optimizer):
             xp.divide(exp_avg, denom, out=denom)
             denom *= step_size
             w -= denom
+
+
+class AdamW(Adam):
+    """``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+    amsgrad=False, maximize=False)``, as ``torch.optim.AdamW``: Adam with
+    ``decoupled_weight_decay=True``, so each step first shrinks the parameter,
+    ``p = p * (1 - lr * weight_decay)``, and the moments see the plain gradient.
+    State per parameter: as :class:`Adam`'s.
+    """
+
+    def __init__(self, params: ParamsT, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """As :meth:`Optimizer.load_state_dict`; the decay stays decoupled whatever the
+        saved groups say (a state dict from ``Adam`` loads into ``AdamW``, as in PyTorch)."""
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True
