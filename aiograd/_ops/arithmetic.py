@@ -2,7 +2,11 @@
 
 A Python number operand stays a number (weak dtype, NEP 50); its next edge
 is None, as in PyTorch: ``y * 2.0`` records a MulBackward0 whose next edges
-are ``y``'s and None, so hooks see two gradients, the second None.
+are ``y``'s and None, so hooks see two gradients, the second None. Result
+dtypes are PyTorch's (Note [Type promotion]): operands of two dtypes are cast
+to their result type first (``_promoted``), an integer tensor with a float
+number computes in float32 (``_with_number``), and true division of
+integers gives float32.
 See Note [Dual backward formulas], Note [Broadcast gradients] and
 Note [Silent singular points].
 """
@@ -18,6 +22,7 @@ import numpy
 from .._tensor import Tensor
 from ..graph._node import Node
 from . import _dual
+from ._promote import result_type
 from ._record import (
     check_same_device,
     edges_of,
@@ -27,6 +32,29 @@ from ._record import (
     save,
     scalar_or_tensor,
 )
+
+# ---- type promotion ----
+
+_FLOAT32 = numpy.dtype(numpy.float32)
+
+
+def _promoted(a: Tensor, b: Tensor, true_divide: bool = False) -> tuple[Any, Any]:
+    """``a``'s and ``b``'s arrays cast to their result type (for ``/``: a float one).
+    See Note [Type promotion]."""
+    rt = result_type(a, b)
+    if true_divide and rt.kind in "biu":
+        rt = _FLOAT32
+    x, y = a.data, b.data
+    return (x if x.dtype == rt else x.astype(rt)), (y if y.dtype == rt else y.astype(rt))
+
+
+def _with_number(x: Any, number: Any) -> Any:
+    """``x``, in float32 if it is a bool or integer array meeting a float number
+    (NumPy would compute in float64; PyTorch's default dtype is float32)."""
+    if type(number) is float and x.dtype.kind in "biu":
+        return x.astype(_FLOAT32)
+    return x
+
 
 # ---- add / sub ----
 
@@ -59,11 +87,14 @@ def add(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         dev = check_same_device(a, b)
-        data = a.data + b.data
+        x, y = a.data, b.data
+        if x.dtype is not y.dtype:
+            x, y = _promoted(a, b)
+        data = x + y
         edges = edges_of(a, b)
     else:
         dev = a.device
-        data = a.data + b
+        data = _with_number(a.data, b) + b
         edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
@@ -74,11 +105,14 @@ def sub(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         dev = check_same_device(a, b)
-        data = a.data - b.data
+        x, y = a.data, b.data
+        if x.dtype is not y.dtype:
+            x, y = _promoted(a, b)
+        data = x - y
         edges = edges_of(a, b)
     else:
         dev = a.device
-        data = a.data - b
+        data = _with_number(a.data, b) - b
         edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
@@ -89,7 +123,7 @@ def rsub(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         return sub(b, a)
-    data = b - a.data
+    data = b - _with_number(a.data, b)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -122,7 +156,10 @@ def mul(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         dev = check_same_device(a, b)
-        data = a.data * b.data
+        x, y = a.data, b.data
+        if x.dtype is not y.dtype:
+            x, y = _promoted(a, b)
+        data = x * y
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
@@ -131,7 +168,7 @@ def mul(a: Tensor, b: Any) -> Tensor:
         node.self_ = save(a) if edges[1] is not None else None
         node.scalar = None
         return record(node, data, dev)
-    data = a.data * b
+    data = _with_number(a.data, b) * b
     edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)
@@ -192,13 +229,17 @@ def div(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         dev = check_same_device(a, b)
-        data = _divide(a.data, b.data)
+        x, y = a.data, b.data
+        if x.dtype is not y.dtype or x.dtype.kind in "biu":
+            x, y = _promoted(a, b, true_divide=True)
+        data = _divide(x, y)
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
         self_ = save(a) if edges[1] is not None else None
         return record(_div_node(edges, self_, save(b), None, None), data, dev)
-    data = a.data / b if b != 0 else _divide(a.data, b)
+    x = a.data if a.data.dtype.kind not in "biu" else a.data.astype(_FLOAT32)
+    data = x / b if b != 0 else _divide(x, b)
     edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)
@@ -210,7 +251,8 @@ def rdiv(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         return div(b, a)
-    data = _divide(b, a.data)
+    x = a.data
+    data = _divide(b, x if x.dtype.kind not in "biu" else x.astype(_FLOAT32))
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -350,7 +392,10 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
     e = scalar_or_tensor(e, a)
     if type(e) is Tensor:
         dev = check_same_device(a, e)
-        data = _tensor_power(a.data, e.data)
+        x, y = a.data, e.data
+        if x.dtype is not y.dtype:
+            x, y = _promoted(a, e)
+        data = _tensor_power(x, y)
         edges = edges_of(a, e)
         if edges is None:
             return plain(data, dev)
@@ -360,7 +405,8 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
         out = record(node, data, dev)
         node.result = save(out, is_output=True)
         return out
-    data = a.data ** e if _whole(e, 0) else _number_power(a.data, e)
+    x = _with_number(a.data, e)
+    data = x ** e if _whole(e, 0) else _number_power(x, e)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -375,7 +421,7 @@ def rpow(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         return pow(b, a)
-    x = a.data
+    x = _with_number(a.data, b)
     if type(b) is int and x.dtype.kind in "iub":
         data = _integer_power(b, x)
     elif b > 0:

@@ -23,6 +23,7 @@ from .._tensor import Tensor, float32
 from ..devices import device_of_array
 from ..graph._node import Node
 from . import _dual
+from ._promote import result_type
 from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor
 
 
@@ -317,7 +318,8 @@ def where(condition: Any, input: Any, other: Any) -> Tensor:  # noqa: A002
     """Elementwise ``input if condition else other``, broadcasting all three.
 
     ``condition``: a bool Tensor or a bool NumPy/CuPy array. ``input`` and
-    ``other``: tensors, arrays or numbers. Two Python floats give float32.
+    ``other``: tensors, arrays or numbers; the result has their PyTorch result
+    type (two Python floats give float32).
     """
     cond = _condition_array(condition)
     like = next((t for t in (input, other, condition) if isinstance(t, Tensor)), None)
@@ -338,8 +340,9 @@ def where(condition: Any, input: Any, other: Any) -> Tensor:  # noqa: A002
     xd = x.data if type(x) is Tensor else x
     yd = y.data if type(y) is Tensor else y
     data = dev.xp.where(cond, xd, yd)
-    if type(xd) is float and type(yd) is float:
-        data = data.astype(float32)
+    dtype = result_type(x, y)  # Note [Type promotion]
+    if data.dtype != dtype:
+        data = data.astype(dtype)
     edges = edges_of(x if type(x) is Tensor else None, y if type(y) is Tensor else None)
     if edges is None:
         return plain(data, dev)
