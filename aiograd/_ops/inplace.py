@@ -28,6 +28,7 @@ from .._tensor import Tensor
 from ..grad_mode import _grad_enabled
 from ..graph._node import Node
 from . import _dual
+from ._promote import result_type
 from ._record import (
     check_same_device,
     edges_of,
@@ -115,9 +116,9 @@ def _prepare(t: Tensor, other: Any, true_div: bool = False) -> tuple[Any, Tensor
     else:
         operand, other_t, edges = other, None, edges_with_number(t)
     check_inplace(t, edges)
-    result = t.device.xp.result_type(t.data, operand)
+    result = result_type(t, other)  # Note [Type promotion]
     if true_div and result.kind in "biu":
-        result = numpy.dtype(numpy.float64)
+        result = numpy.dtype(numpy.float32)
     if not numpy.can_cast(result, t.dtype, casting="same_kind"):
         raise RuntimeError(
             f"result type {result} can't be cast to the desired output type {t.dtype}"
