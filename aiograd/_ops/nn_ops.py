@@ -1,20 +1,26 @@
-"""Neural-network ops: ``softmax log_softmax mse_loss cross_entropy``.
+"""Neural-network ops: ``softmax log_softmax linear mse_loss cross_entropy nll_loss``.
 
 Softmax and log_softmax subtract the max along ``dim`` before ``exp``, so
 no exp overflows, and save their output, from which their gradient is
 computed (as PyTorch).
 
 Note [Fused cross entropy]
-    ``cross_entropy(logits, target)`` records ONE node,
-    ``CrossEntropyLossBackward0``, instead of PyTorch's NllLossBackward0 ->
-    LogSoftmaxBackward0 pair: its gradient is ``(softmax - onehot) * g``
-    (``/ N`` for the mean), written in a single pass over the softmax the
-    forward already computed and saved. With ``create_graph`` the softmax is
-    recomputed from the saved logits so its dependence on them is recorded.
+    ``cross_entropy(logits, target)`` with its default options records ONE
+    node, ``CrossEntropyLossBackward0``, instead of PyTorch's
+    NllLossBackward0 -> LogSoftmaxBackward0 pair: its gradient is
+    ``(softmax - onehot) * g`` (``/ N`` for the mean), written in a single
+    pass over the softmax the forward already computed and saved. With
+    ``create_graph`` the softmax is recomputed from the saved logits so its
+    dependence on them is recorded. Anything else (a weight, label
+    smoothing, an ``ignore_index`` in ``[0, C)`` or present in the target,
+    class probabilities, N-d logits) leaves the fused path after a few cheap
+    tests and records PyTorch's own graph: log_softmax, nll_loss and, for
+    the options, the ops PyTorch composes them with.
 """
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import Any
 
@@ -22,13 +28,16 @@ import numpy
 
 from .._tensor import Tensor
 from ..devices import device_of_array
+from ..grad_mode import _grad_enabled
 from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save
 from .reductions import as_array, normalize_dim
+from .unary import where
 
 _REDUCTIONS = ("mean", "sum", "none")
 _max_reduce = numpy.maximum.reduce
+_NAN = float("nan")
 
 
 def _max_dims(x: Any, dim: int | None, keepdim: bool = False) -> Any:
@@ -50,7 +59,10 @@ def _reduce(losses: Any, reduction: str) -> Any:
     if reduction == "none":
         return losses
     total = _dual.sum_dims(losses, None)
-    return as_array(total / losses.size if reduction == "mean" else total)
+    if reduction == "sum":
+        return as_array(total)
+    n = losses.size
+    return as_array(total / n if n else total * _NAN)  # an empty mean is nan, without a warning
 
 
 # ---- softmax / log_softmax ----
@@ -150,7 +162,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` (``torch.nn.functional.linear``).
 
     A 2-D input records one AddmmBackward0 node and adds the bias in place into
-    the fresh product; other inputs fall back to ``@`` and ``+``.
+    the fresh product; other inputs fall back to ``@`` and ``+``. A 1-D weight
+    (in,) gives an output without the last dim; it takes a bias only with a
+    1-D input (PyTorch's rule).
     """
     for name, value in (("input", input), ("weight", weight)):
         if not isinstance(value, Tensor):
@@ -159,8 +173,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         raise TypeError(f"linear: bias must be a Tensor or None, got {type(bias).__name__}")
     x, w, b = input.data, weight.data, None if bias is None else bias.data
     if x.ndim != 2 or w.ndim != 2 or (b is not None and b.ndim != 1):
-        out = input @ weight.transpose(0, 1)
-        return out if bias is None else out + bias
+        return _linear_unfused(input, weight, bias)
     dev = check_same_device(input, weight)
     if bias is not None:
         check_same_device(input, bias)
@@ -180,6 +193,27 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     node.input = save(input) if edges[1] is not None else None
     node.weight = save(weight) if edges[0] is not None else None
     return record(node, data, dev)
+
+
+def _linear_unfused(input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
+    """linear off the 2-D path, as ``@`` and ``+``, with PyTorch's checks of the ranks."""
+    if input.ndim == 0 or weight.ndim == 0:
+        raise RuntimeError(
+            "both arguments to linear need to be at least 1D, but they are "
+            f"{input.ndim}D and {weight.ndim}D"
+        )
+    if weight.ndim > 2:
+        raise RuntimeError(
+            f"t() expects a tensor with <= 2 dimensions, but self is {weight.ndim}D: linear "
+            "takes a weight of shape (out, in) or (in,)"
+        )
+    if weight.ndim == 1 and bias is not None and input.ndim != 1:
+        raise RuntimeError(
+            "mat2 must be a matrix, got 1-D tensor: linear takes a bias with a 1-D weight "
+            "only for a 1-D input; give the weight shape (1, in) instead"
+        )
+    out = input @ (weight if weight.ndim == 1 else weight.transpose(0, 1))
+    return out if bias is None else out + bias
 
 
 # ---- mse_loss ----
@@ -264,53 +298,55 @@ class CrossEntropyLossBackward0(Node):
         self.target.release()
 
 
-def _class_targets(target: Any, logits: Tensor) -> Any:
-    """The (N,) int array of class indices, checked against (N, C) logits."""
+def _fused_targets(target: Any, logits: Tensor, ignore_index: int) -> Any:
+    """The (N,) class indices for the fused node, or None to leave them to the general path.
+
+    None means the target is not what the fused node takes (not integers, on
+    another device, of another shape, or outside ``[0, C)``, as an ignored
+    ``-100`` is) or ``ignore_index`` is a class: the general path then
+    handles or rejects it.
+    """
     t = target.data if isinstance(target, Tensor) else target
     dtype = getattr(t, "dtype", None)
     if dtype is None or dtype.kind not in "iu":
-        raise TypeError(
-            "cross_entropy expects target to hold class indices (an integer Tensor or "
-            f"array), got {getattr(dtype, 'name', type(t).__name__)}; class probabilities "
-            "are not supported"
-        )
+        return None
     t_dev = target.device if isinstance(target, Tensor) else device_of_array(t)
     if t_dev is not logits.device:
-        raise RuntimeError(
-            f"cross_entropy: target is on {t_dev} but input is on {logits.device}; move the "
-            "target with .to(device)"
-        )
+        return None
     n, c = (1, logits.shape[0]) if logits.ndim == 1 else logits.shape
-    expected = () if logits.ndim == 1 else (n,)
-    if t.shape != expected:
-        raise ValueError(
-            f"cross_entropy: expected target of shape {expected} for input of shape "
-            f"{tuple(logits.shape)}, got {tuple(t.shape)}"
-        )
+    if t.shape != (() if logits.ndim == 1 else (n,)) or 0 <= ignore_index < c:
+        return None
     t = t.reshape((n,))
     # One pass: as unsigned, a negative index is huge (``uint`` view of the same bytes).
     if n and int(_max_dims(t.view(t.dtype.str.replace("i", "u")), None)) >= c:
-        lo, hi = int(t.min()), int(t.max())
-        raise IndexError(
-            f"Target {lo if lo < 0 else hi} is out of bounds: class indices must be in "
-            f"[0, {c}). (ignore_index is not supported.)"
-        )
+        return None
     return t
 
 
-def cross_entropy(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
-    """``-log_softmax(input)[target]`` per sample, then ``reduction``.
+def cross_entropy(
+    input: Tensor,  # noqa: A002
+    target: Any,
+    weight: Any = None,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """``-log_softmax(input)[target]`` per sample (times ``weight[target]``), then ``reduction``.
 
-    ``input``: logits of shape (N, C), or (C,) with a 0-d target.
-    ``target``: class indices in ``[0, C)`` (an integer Tensor or array).
+    ``input``: logits of shape (N, C), (C,) or (N, C, d1, ...). ``target``:
+    class indices of shape (N,), () or (N, d1, ...) (an integer Tensor or
+    array; entries equal to ``ignore_index`` count for nothing), or class
+    probabilities of the input's shape. The defaults take one fused node
+    (see Note [Fused cross entropy]); the options take PyTorch's graph.
     """
     reduction = _reduction(reduction)
-    if input.ndim not in (1, 2):
-        raise ValueError(
-            f"cross_entropy expects logits of shape (N, C) or (C,), got {tuple(input.shape)}; "
-            "reshape other layouts to (N, C)"
-        )
-    t = _class_targets(target, input)
+    t = None
+    if (weight is None and label_smoothing == 0.0 and type(ignore_index) is int
+            and type(input) is Tensor and input.ndim in (1, 2)):
+        t = _fused_targets(target, input, ignore_index)
+    if t is None:
+        return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
     xp = input.device.xp
     x = input.data if input.ndim == 2 else input.data.reshape((1, -1))
     z = _shifted(x, 1)
@@ -330,6 +366,311 @@ def cross_entropy(input: Tensor, target: Any, reduction: str = "mean") -> Tensor
     node.target = save(Tensor._wrap(t, input.device))
     node.reduction = reduction
     return record(node, data, input.device)
+
+
+def _cross_entropy(input: Tensor, target: Any, weight: Any, ignore_index: Any,  # noqa: A002
+                   reduction: str, label_smoothing: Any) -> Tensor:
+    """cross_entropy off the fused path: PyTorch's log_softmax -> nll_loss graph and its terms."""
+    _check_input("cross_entropy", input)
+    if not isinstance(ignore_index, numbers.Integral):
+        raise TypeError(
+            f"cross_entropy(): argument 'ignore_index' must be int, not "
+            f"{type(ignore_index).__name__}"
+        )
+    if not isinstance(label_smoothing, numbers.Real):
+        raise TypeError(
+            f"cross_entropy(): argument 'label_smoothing' must be float, not "
+            f"{type(label_smoothing).__name__}"
+        )
+    smoothing = label_smoothing > 0.0  # PyTorch ignores a negative one
+    class_dim = 0 if input.ndim == 1 else 1
+    if getattr(target, "shape", None) == input.shape:
+        return _cross_entropy_probs(input, target, weight, ignore_index, reduction,
+                                    label_smoothing if smoothing else 0.0, class_dim)
+    _check_smoothing(label_smoothing)
+    t, w = _nll_checks("cross_entropy", input, target, weight, ignore_index)
+    logp = log_softmax(input, class_dim)
+    loss = _nll(logp, t, w, ignore_index, reduction)
+    if not smoothing:
+        return loss
+    # PyTorch's smoothing term: the (weighted) sum of -log p over the classes,
+    # 0 on ignored targets, reduced over the same targets as the nll term.
+    n_classes = input.shape[class_dim]
+    if w is None:
+        smooth = -logp.sum(class_dim)
+    else:
+        smooth = -(logp * Tensor._wrap(_class_view(w, input.ndim), input.device)).sum(class_dim)
+    valid = t != ignore_index
+    smooth = where(valid, smooth, 0.0)
+    if reduction == "mean":
+        total = valid.sum() if w is None else w[t[valid]].sum()
+        smooth = _div_or_nan(smooth.sum(), float(total))
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    return (1 - label_smoothing) * loss + smooth * (label_smoothing / n_classes)
+
+
+def _cross_entropy_probs(input: Tensor, target: Any, weight: Any,  # noqa: A002
+                         ignore_index: int, reduction: str, label_smoothing: float,
+                         class_dim: int) -> Tensor:
+    """Cross entropy against class probabilities (``target`` has the input's shape).
+
+    Built from differentiable ops, as PyTorch does: the target and the weight
+    get gradients too.
+    """
+    target = _as_tensor("cross_entropy", target, input, "target")
+    if target.dtype.kind != "f":
+        raise RuntimeError(
+            "Expected floating point type for target with class probabilities, got "
+            f"{_torch_dtype_name(target.dtype)}"
+        )
+    if ignore_index >= 0:
+        raise RuntimeError("ignore_index is not supported for floating point target")
+    n_classes = input.shape[class_dim]
+    if label_smoothing:
+        _check_smoothing(label_smoothing)
+        target = target * (1 - label_smoothing) + label_smoothing / n_classes
+    terms = log_softmax(input, class_dim) * target
+    if weight is not None:
+        w = _as_tensor("cross_entropy", weight, input, "weight")
+        if w.shape != (n_classes,):
+            raise RuntimeError(
+                f"cross_entropy: weight tensor should be defined either for all {n_classes} "
+                f"classes or no classes but got weight tensor of shape: {list(w.shape)}"
+            )
+        terms = terms * w.reshape(_class_view_shape(n_classes, input.ndim))
+    if reduction == "none":
+        return -terms.sum(class_dim)
+    total = -terms.sum()
+    if reduction == "sum":
+        return total
+    return _div_or_nan(total, input.data.size // n_classes if input.data.size else 0)
+
+
+# ---- nll_loss ----
+
+class NllLossBackward0(Node):
+    """d input = -w[t] g (times ``1 / total_weight`` for the mean) at [i, t_i, ...], else 0.
+
+    ``target`` saves the class indices with every ignored entry set to -1, so
+    the ignored rows get no gradient. ``weight`` saves ``w[t]`` (of the
+    target's shape), or None for unit weights. Linear in g, so create_graph
+    needs nothing more.
+    """
+
+    __slots__ = ("target", "weight", "scale", "n_classes")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        t = self.target.unpack(self, False)
+        xp = _dual.xp_of(t)
+        values = grads[0] * self.scale
+        if self.weight is not None:
+            values = values * self.weight.unpack(self, False)
+        classes = xp.arange(self.n_classes)
+        if t.ndim:
+            classes = classes.reshape((self.n_classes,) + (1,) * (t.ndim - 1))
+            t = t.reshape((t.shape[0], 1) + t.shape[1:])
+            if getattr(values, "ndim", 0):
+                values = _dual.unsqueeze(values, 1)
+        if type(values) is Tensor:
+            return (where(classes == t, values, 0.0),)
+        return (xp.where(classes == t, values, 0),)
+
+    def release_variables(self) -> None:
+        self.target.release()
+        if self.weight is not None:
+            self.weight.release()
+
+
+class NllLoss2DBackward0(NllLossBackward0):
+    """NllLossBackward0 for inputs of 3 or more dimensions (PyTorch's name for them)."""
+
+    __slots__ = ()
+
+
+_DTYPE_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int64": "Long",
+                "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _torch_dtype_name(dtype: Any) -> str:
+    """PyTorch's name of a dtype (``Float`` for float32), as its messages print it."""
+    return _DTYPE_NAMES.get(dtype.name, dtype.name)
+
+
+def _check_input(name: str, input: Any) -> None:  # noqa: A002
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if input.ndim == 0:
+        raise ValueError("Expected 1 or more dimensions (got 0)")
+
+
+def _check_smoothing(label_smoothing: float) -> None:
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+
+
+def _as_tensor(name: str, x: Any, like: Tensor, what: str) -> Tensor:
+    """``x`` (a Tensor or an array) as a Tensor on ``like``'s device."""
+    if not isinstance(x, Tensor):
+        if not hasattr(x, "dtype") or not hasattr(x, "shape"):
+            raise TypeError(
+                f"{name}(): argument '{what}' must be Tensor (or an array), not "
+                f"{type(x).__name__}"
+            )
+        x = Tensor._wrap(x, device_of_array(x))
+    check_same_device(like, x)
+    return x
+
+
+def _class_view_shape(n_classes: int, ndim: int) -> tuple[int, ...]:
+    """The shape that lays a (C,) vector along dim 1 of an N-d input (dim 0 of a 1-D one)."""
+    return (n_classes,) if ndim == 1 else (1, n_classes) + (1,) * (ndim - 2)
+
+
+def _class_view(w: Any, ndim: int) -> Any:
+    return w.reshape(_class_view_shape(w.shape[0], ndim))
+
+
+def _div_or_nan(x: Any, total: float) -> Any:
+    """``x / total``; nan for a zero total (as PyTorch's 0 / 0), without NumPy's warning."""
+    return x / total if total else x * _NAN
+
+
+def _nll_checks(name: str, input: Tensor, target: Any, weight: Any,  # noqa: A002
+                ignore_index: int) -> tuple[Any, Any]:
+    """The class-index array (the input's shape without its class dim) and the weight array.
+
+    Raises PyTorch's errors for targets and weights that do not fit ``input``.
+    """
+    t = target.data if isinstance(target, Tensor) else target
+    dtype = getattr(t, "dtype", None)
+    if dtype is None or dtype.kind not in "iu":
+        got = getattr(dtype, "name", type(t).__name__)
+        raise TypeError(
+            f"{name} expects target to hold class indices (an integer Tensor or array), got "
+            f"{got}; class probabilities need a float target of the input's shape "
+            f"{tuple(input.shape)}"
+        )
+    t_dev = target.device if isinstance(target, Tensor) else device_of_array(t)
+    if t_dev is not input.device:
+        raise RuntimeError(
+            f"{name}: target is on {t_dev} but input is on {input.device}; move the target "
+            "with .to(device)"
+        )
+    shape, tshape = tuple(input.shape), tuple(t.shape)
+    if input.ndim == 1:
+        if len(tshape) > 1:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+        if tshape not in ((), (1,)):
+            raise ValueError(
+                f"For 1D input, 1D target must have size 1, but got target size: {tshape[0]}"
+            )
+        t = t.reshape(())
+    else:
+        expected = shape[:1] + shape[2:]
+        if not tshape or tshape[0] != shape[0]:
+            raise ValueError(
+                f"Expected input batch_size ({shape[0]}) to match target batch_size "
+                f"({tshape[0] if tshape else 0}): expected a target of shape {expected} "
+                f"for input of shape {shape}, got {tshape}"
+            )
+        if input.ndim > 2 and len(tshape) == 1:
+            raise ValueError(
+                f"Expected target size {list(expected)}, got {list(tshape)}: a 1-D target "
+                f"takes logits of shape (N, C) or (C,), got {shape}; give logits of shape "
+                "(N, C, d1, ...) a target of shape (N, d1, ...)"
+            )
+        if input.ndim == 2 and len(tshape) != 1:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+        if tshape != expected:
+            raise RuntimeError(f"Expected target size {list(expected)}, got {list(tshape)}")
+    n_classes = shape[0 if input.ndim == 1 else 1]
+    w = None
+    if weight is not None:
+        if (isinstance(weight, Tensor) and weight.requires_grad
+                and _grad_enabled.get()):
+            raise RuntimeError(
+                "The function 'nll_loss_forward' is not differentiable with respect to "
+                "argument 'weight'. This input cannot have requires_grad True."
+            )
+        w = _as_tensor(name, weight, input, "weight").data
+        if w.shape != (n_classes,):
+            raise RuntimeError(
+                f"weight tensor should be defined either for all {n_classes} classes or no "
+                f"classes but got weight tensor of shape: {list(w.shape)}"
+            )
+        if w.dtype != input.dtype:
+            raise RuntimeError(
+                f"expected scalar type {_torch_dtype_name(input.dtype)} but found "
+                f"{_torch_dtype_name(w.dtype)}"
+            )
+    if t.size:
+        bad = ((t < 0) | (t >= n_classes)) & (t != ignore_index)
+        if bad.any():
+            raise IndexError(
+                f"Target {int(t[bad].ravel()[0])} is out of bounds: class indices must be in "
+                f"[0, {n_classes}) or equal ignore_index ({ignore_index})"
+            )
+    return t, w
+
+
+def _nll(input: Tensor, t: Any, w: Any, ignore_index: int, reduction: str) -> Tensor:  # noqa: A002
+    """nll_loss of checked arrays: ``t`` from :func:`_nll_checks`, ``w`` the weight or None."""
+    xp = input.device.xp
+    x = input.data
+    valid = t != ignore_index
+    safe = xp.where(valid, t, 0)
+    if input.ndim == 1:
+        picked = x[safe]
+    else:
+        picked = xp.take_along_axis(x, xp.expand_dims(safe, 1), 1).squeeze(1)
+    wt = None if w is None else w[safe]
+    losses = xp.where(valid, -picked if wt is None else -picked * wt, 0)
+    scale = 1.0
+    if reduction == "none":
+        data = losses
+    else:
+        data = _dual.sum_dims(losses, None)
+        if reduction == "mean":
+            total = float(valid.sum() if wt is None else wt[valid].sum())
+            scale = 1 / total if total else _NAN
+            data = data / total if total else data * scale
+        data = as_array(data)
+    edges = edges_of(input)
+    if edges is None:
+        return plain(data, input.device)
+    node = (NllLossBackward0 if input.ndim < 3 else NllLoss2DBackward0)(edges)
+    hits = xp.where(valid, t.astype(numpy.int64, copy=False), -1)
+    node.target = save(Tensor._wrap(hits, input.device))
+    node.weight = None if wt is None else save(Tensor._wrap(wt, input.device))
+    node.scale = -scale
+    node.n_classes = x.shape[0 if input.ndim == 1 else 1]
+    return record(node, data, input.device)
+
+
+def nll_loss(
+    input: Tensor,  # noqa: A002
+    target: Any,
+    weight: Any = None,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> Tensor:
+    """``-input[target]`` per sample (times ``weight[target]``), then ``reduction``.
+
+    ``input``: log-probabilities of shape (N, C), (C,) or (N, C, d1, ...);
+    ``target``: class indices of shape (N,), () or (N, d1, ...); entries equal
+    to ``ignore_index`` give 0 loss and 0 gradient, and the mean divides by
+    the sum of the weights of the other targets.
+    """
+    reduction = _reduction(reduction)
+    _check_input("nll_loss", input)
+    if not isinstance(ignore_index, numbers.Integral):
+        raise TypeError(
+            f"nll_loss(): argument 'ignore_index' must be int, not {type(ignore_index).__name__}"
+        )
+    t, w = _nll_checks("nll_loss", input, target, weight, ignore_index)
+    return _nll(input, t, w, ignore_index, reduction)
 
 
 # ---- Tensor methods ----

@@ -20,7 +20,7 @@ from ._layers import (
     Sigmoid,
     Tanh,
 )
-from ._losses import CrossEntropyLoss, MSELoss
+from ._losses import CrossEntropyLoss, MSELoss, NLLLoss
 from ._module import Module, Parameter
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Module",
     "ModuleDict",
     "ModuleList",
+    "NLLLoss",
     "Parameter",
     "ParameterDict",
     "ParameterList",

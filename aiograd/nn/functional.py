@@ -1,12 +1,48 @@
 """Functional forms of the neural-network ops (as ``torch.nn.functional``).
 
-``cross_entropy`` records one fused node; see Note [Fused cross entropy] in
-``aiograd._ops.nn_ops``.
+``cross_entropy`` with its default options records one fused node; see
+Note [Fused cross entropy] in ``aiograd._ops.nn_ops``.
 """
 
 from __future__ import annotations
 
-from .._ops.nn_ops import cross_entropy, linear, log_softmax, mse_loss, softmax
-from .._ops.unary import relu
+import warnings
+from typing import Any
 
-__all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "softmax"]
+from .._ops import nn_ops
+from .._ops.nn_ops import cross_entropy, linear, mse_loss, nll_loss
+from .._ops.unary import relu, sigmoid, tanh
+from .._tensor import Tensor
+
+__all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "nll_loss", "relu", "sigmoid",
+           "softmax", "tanh"]
+
+
+def _implicit_dim(name: str, ndim: int) -> int:
+    """PyTorch's deprecated choice of ``dim`` when none is given: 0 for 0-, 1- and 3-D inputs."""
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
+        "dim=X as an argument.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input: Tensor, dim: int | None = None, *, dtype: Any = None) -> Tensor:  # noqa: A002
+    """``exp(x) / sum(exp(x), dim)``, computed in ``dtype`` (the input cast first) if given."""
+    if dim is None:
+        dim = _implicit_dim("softmax", input.ndim)
+    if dtype is not None:
+        input = input.to(dtype)  # noqa: A001
+    return nn_ops.softmax(input, dim)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, *,  # noqa: A002
+                dtype: Any = None) -> Tensor:
+    """``x - logsumexp(x, dim)``, computed in ``dtype`` (the input cast first) if given."""
+    if dim is None:
+        dim = _implicit_dim("log_softmax", input.ndim)
+    if dtype is not None:
+        input = input.to(dtype)  # noqa: A001
+    return nn_ops.log_softmax(input, dim)
