@@ -1,8 +1,9 @@
 """Neural-network building blocks: modules, parameters, layers and losses.
 
 Small on purpose: enough for real training loops with ``await loss.backward()``.
-``aiograd.nn.functional`` holds the functional forms (``relu``, ``softmax``,
-``log_softmax``, ``mse_loss``, ``cross_entropy``).
+``aiograd.nn.functional`` holds the functional forms (``linear``, ``relu``,
+``sigmoid``, ``tanh``, ``softmax``, ``log_softmax``, ``mse_loss``,
+``cross_entropy``, ``nll_loss``). See docs/nn.md.
 """
 
 from __future__ import annotations
