@@ -254,3 +254,63 @@ def test_non_reentrant_checkpoint_drops_recomputed_tensors_as_backward_uses_them
     (tensors,) = handed_out
     assert len(tensors) >= 8  # two saves per layer at least
     assert all(t is None for t in tensors)  # each handed out once, then let go
+
+
+def _changing(first, later):
+    """A function that computes ``first`` on its first call and ``later`` afterwards."""
+    calls = []
+
+    def fn(a):
+        calls.append(1)
+        return first(a) if len(calls) == 1 else later(a)
+
+    return fn
+
+
+@pytest.mark.parametrize("change", ["shapes", "fewer"])
+def test_a_recomputation_that_saves_other_tensors_raises_checkpoint_error(change):
+    torch = pytest.importorskip("torch")
+    import torch.utils.checkpoint as tckpt
+
+    later = (lambda a: (a[:1] * a[:1]).exp()) if change == "shapes" else (lambda a: a.exp())
+    messages = []
+    for lib, ckpt, error in ((torch, tckpt.checkpoint, tckpt.CheckpointError),
+                             (ag, ag.checkpoint, ag.utils.CheckpointError)):
+        x = lib.ones(2, requires_grad=True)
+        y = ckpt(_changing(lambda a: (a * a).exp(), later), x, use_reentrant=False)
+        with pytest.raises(error) as info:
+            y.sum().backward() if lib is torch else y.sum().backward_sync()
+        assert isinstance(info.value, RuntimeError)
+        messages.append(str(info.value).split("checkpoint: ", 1)[1].splitlines())
+    # the same report, line for line, but for how each library prints shapes and dtypes
+    assert messages[1][0] == messages[0][0]
+    assert len([m for m in messages[1] if m.startswith("tensor at position")]) == len(
+        [m for m in messages[0] if m.startswith("tensor at position")])
+    if change == "fewer":  # the counts too
+        assert messages[1][:3] == messages[0][:3]
+
+
+def test_a_recomputation_stops_once_it_saved_what_backward_needs():
+    reached = []
+
+    def fn(a):
+        h = (a * a).exp()  # the forward saves a (twice) and exp's output
+        reached.append("end")
+        return h
+
+    x = ag.ones(2, requires_grad=True)
+    y = ag.checkpoint(fn, x, use_reentrant=False)
+    y.sum().backward_sync()
+    assert reached == ["end"]  # the recomputation stopped at its last save, before the end
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.e * np.ones(2), rtol=1e-6)
+    reached.clear()
+    z = ag.checkpoint(fn, x, use_reentrant=False, early_stop=False)
+    z.sum().backward_sync()
+    assert reached == ["end", "end"]
+
+
+def test_checkpoint_rejects_an_unknown_determinism_check():
+    with pytest.raises(ValueError, match=r"determinism_check should be one of \['default', "
+                                         r"'none'\], but got strict"):
+        ag.checkpoint(lambda a: a * 2, ag.ones(2, requires_grad=True), use_reentrant=False,
+                      determinism_check="strict")

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .checkpoint import checkpoint
+from .checkpoint import CheckpointError, checkpoint
 
-__all__ = ["checkpoint"]
+__all__ = ["CheckpointError", "checkpoint"]

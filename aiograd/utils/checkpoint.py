@@ -33,7 +33,12 @@ from ..function import Function
 from ..grad_mode import enable_grad
 from ..graph._saved import SavedTensor, saved_tensors_hooks
 
-__all__ = ["checkpoint"]
+__all__ = ["CheckpointError", "checkpoint"]
+
+
+class CheckpointError(RuntimeError):
+    """The recomputed forward of a non-reentrant checkpoint saved other tensors than the
+    original one (a function that is not deterministic)."""
 
 _REENTRANT_INPUTS_ERROR = (
     "When use_reentrant=True, aiograd.checkpoint is incompatible with .grad() or passing an "
@@ -43,12 +48,23 @@ _REENTRANT_INPUTS_ERROR = (
 
 
 def checkpoint(fn: Callable[..., Any], *args: Any, use_reentrant: bool = True,
-               preserve_rng_state: bool = True, **kwargs: Any) -> Any:
-    """Run ``fn(*args, **kwargs)`` without storing its activations; recompute them in backward."""
+               preserve_rng_state: bool = True, determinism_check: str = "default",
+               early_stop: bool = True, **kwargs: Any) -> Any:
+    """Run ``fn(*args, **kwargs)`` without storing its activations; recompute them in backward.
+
+    Non-reentrant only, as PyTorch's: ``determinism_check="default"`` raises
+    :class:`CheckpointError` if the recomputation saves tensors of other
+    shapes, dtypes or devices, or fewer of them (``"none"``: no check);
+    ``early_stop`` stops the recomputation once it has saved as many tensors as
+    the forward did.
+    """
     if not callable(fn):
         raise TypeError(f"checkpoint expects a callable, got {type(fn).__name__}")
     if not isinstance(use_reentrant, bool):
         raise TypeError("use_reentrant must be a bool")
+    if determinism_check not in ("default", "none"):
+        raise ValueError("determinism_check should be one of ['default', 'none'], but got "
+                         f"{determinism_check}")
     if use_reentrant:
         if kwargs:
             raise ValueError("keyword arguments are only supported with use_reentrant=False")
@@ -56,7 +72,8 @@ def checkpoint(fn: Callable[..., Any], *args: Any, use_reentrant: bool = True,
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
                           UserWarning, stacklevel=2)
         return _ReentrantCheckpoint.apply(fn, preserve_rng_state, *args)
-    return _checkpoint_with_hooks(fn, args, kwargs, preserve_rng_state)
+    return _checkpoint_with_hooks(fn, args, kwargs, preserve_rng_state,
+                                  determinism_check == "default", early_stop)
 
 
 def _rng_state(preserve: bool) -> Any:
@@ -124,26 +141,32 @@ class _Recomputation:
     proceeds and a second pass (``retain_graph``) recomputes again.
     Invariant: ``by_task[gt][i]`` is the i-th tensor saved by the forward
     recomputed for GraphTask ``gt``, or None once handed out; index i is the
-    one ``pack`` returned for the i-th tensor the original forward saved.
+    one ``pack`` returned for the i-th tensor the original forward saved,
+    whose shape, dtype and device are ``metadata[i]`` (kept for the check).
     ``lock`` guards ``by_task`` (unpack may run on any worker).
     """
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                 rng: Any) -> None:
+                 rng: Any, check: bool, early_stop: bool) -> None:
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.inputs = [SavedTensor(a, False) if isinstance(a, Tensor) else None for a in args]
         self.rng = rng
-        self.count = 0
+        self.check = check
+        self.early_stop = early_stop
+        self.metadata: list[tuple[Any, ...]] = []
         self.by_task: weakref.WeakKeyDictionary[Any, list[Tensor | None]] = (
             weakref.WeakKeyDictionary())
         self.lock = threading.Lock()
 
+    @property
+    def count(self) -> int:
+        return len(self.metadata)
+
     def pack(self, t: Tensor) -> int:
-        index = self.count
-        self.count += 1
-        return index
+        self.metadata.append(_metadata(t) if self.check else ())
+        return len(self.metadata) - 1
 
     def unpack(self, index: int) -> Tensor:
         task = current_graph_task.get()
@@ -159,9 +182,12 @@ class _Recomputation:
 
     def _recompute(self) -> list[Tensor | None]:
         saved: list[Tensor | None] = []
+        count = self.count
 
         def keep(t: Tensor) -> None:
             saved.append(t.detach())
+            if self.early_stop and len(saved) == count:
+                raise _StopRecomputation
 
         def refuse(x: Any) -> Tensor:
             raise RuntimeError("aiograd.checkpoint: the recomputed graph is never backpropagated")
@@ -173,14 +199,46 @@ class _Recomputation:
         try:
             with enable_grad(), saved_tensors_hooks(keep, refuse):
                 self.fn(*args, **self.kwargs)
+        except _StopRecomputation:
+            pass
         finally:
             _restore_rng(state)
-        if len(saved) < self.count:
-            raise RuntimeError(
-                "aiograd.checkpoint: the recomputed forward saved fewer tensors than the "
-                "original one; the checkpointed function must be deterministic"
+        if len(saved) < count:
+            raise CheckpointError(
+                "aiograd.checkpoint: A different number of tensors was saved during the "
+                f"original forward and recomputation.\nNumber of tensors saved during forward: "
+                f"{count}\nNumber of tensors saved during recomputation: {len(saved)}."
             )
-        return saved
+        if self.check:
+            self._check_metadata(saved)
+        return saved[:count]
+
+    def _check_metadata(self, saved: list[Tensor | None]) -> None:
+        """PyTorch's determinism check: each recomputed tensor as the one saved in forward."""
+        lines = []
+        for i, (before, t) in enumerate(zip(self.metadata, saved)):
+            after = _metadata(t)  # type: ignore[arg-type]
+            if after != before:
+                lines.append(f"tensor at position {i}:\nsaved metadata: {_describe(before)}\n"
+                             f"recomputed metadata: {_describe(after)}\n")
+        if lines:
+            raise CheckpointError(
+                "aiograd.checkpoint: Recomputed values for the following tensors have "
+                "different metadata than during the forward pass.\n" + "".join(lines)
+            )
+
+
+class _StopRecomputation(Exception):  # noqa: N818  (a signal, not an error)
+    """Raised from the recomputation's pack hook once every needed tensor is saved."""
+
+
+def _metadata(t: Tensor) -> tuple[Any, ...]:
+    return (tuple(t.shape), t.dtype, t.device)
+
+
+def _describe(meta: tuple[Any, ...]) -> str:
+    shape, dtype, device = meta
+    return f"{{'shape': {shape}, 'dtype': {dtype}, 'device': {device}}}"
 
 
 def _detached_like(data: Any, t: Tensor) -> Tensor:
@@ -192,7 +250,8 @@ def _detached_like(data: Any, t: Tensor) -> Tensor:
 
 
 def _checkpoint_with_hooks(fn: Callable[..., Any], args: tuple[Any, ...],
-                           kwargs: dict[str, Any], preserve: bool) -> Any:
-    frame = _Recomputation(fn, args, kwargs, _rng_state(preserve))
+                           kwargs: dict[str, Any], preserve: bool, check: bool,
+                           early_stop: bool) -> Any:
+    frame = _Recomputation(fn, args, kwargs, _rng_state(preserve), check, early_stop)
     with saved_tensors_hooks(frame.pack, frame.unpack):
         return fn(*args, **kwargs)
