@@ -48,22 +48,38 @@ _CREATE_GRAPH_WARNING = (
 
 
 def _tensor_seq(value: Any, name: str) -> list[Tensor]:
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, GradientEdge):
-        raise TypeError(f"{name} must be Tensors, got a GradientEdge")
+    """The outputs to differentiate: Tensors, or GradientEdges (as stand-ins, ``_edge_output``)."""
+    if isinstance(value, (Tensor, GradientEdge)):
+        value = [value]
     if isinstance(value, (tuple, list)):
         items = list(value)
         for i, t in enumerate(items):
-            if not isinstance(t, Tensor):
+            if isinstance(t, GradientEdge):
+                items[i] = _edge_output(t)
+            elif not isinstance(t, Tensor):
                 raise TypeError(
-                    f"{name} must be a Tensor or a sequence of Tensors; element {i} is a "
-                    f"{type(t).__name__}"
+                    f"{name} must be a Tensor, a GradientEdge or a sequence of them; element "
+                    f"{i} is a {type(t).__name__}"
                 )
         return items
     raise TypeError(
-        f"{name} must be a Tensor or a sequence of Tensors, got {type(value).__name__}"
+        f"{name} must be a Tensor, a GradientEdge or a sequence of them, got "
+        f"{type(value).__name__}"
     )
+
+
+def _edge_output(edge: GradientEdge) -> Tensor:
+    """A tensor standing for the output whose gradient enters the graph at ``edge``:
+    its history is the edge, its array a zero-strided broadcast of the node's input
+    metadata (its shape, dtype and device, never read)."""
+    node, nr = edge.node, edge.output_nr
+    if not isinstance(node, Node) or not 0 <= nr < len(node.input_metadata):
+        raise TypeError(f"{edge!r} does not point at an input of its node")
+    meta = node.input_metadata[nr]
+    xp = meta.device.xp
+    out = Tensor._wrap(xp.broadcast_to(xp.zeros((), dtype=meta.dtype), meta.shape), meta.device)
+    out.grad_fn, out.output_nr, out._rg = node, nr, True
+    return out
 
 
 def _grad_seq(value: Any, n: int, name: str) -> list[Any]:

@@ -164,6 +164,26 @@ def test_grad_inputs_may_be_gradient_edges():
     np.testing.assert_allclose(gy.numpy(), [3.0, 3.0])
 
 
+def test_outputs_may_be_gradient_edges_as_in_pytorch():
+    torch = pytest.importorskip("torch")
+    from torch.autograd.graph import get_gradient_edge as torch_edge
+
+    seen = []
+    for lib, edge_of, grad, backward in (
+            (torch, torch_edge, torch.autograd.grad, torch.autograd.backward),
+            (ag, ag.get_gradient_edge, ag.grad_sync, ag.backward_sync)):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x * x
+        (g,) = grad(edge_of(y), x, lib.ones(2))  # the gradient enters at y's edge
+        (gs,) = grad(edge_of((x * 3.0).sum()), x)  # a scalar output: implicit ones
+        backward([edge_of(x * x * 2.0)], [lib.ones(2)])
+        with pytest.raises(RuntimeError, match="grad can be implicitly created only for "
+                                               "scalar outputs"):
+            grad(edge_of(x * x), x)
+        seen.append((g.numpy().tolist(), gs.numpy().tolist(), x.grad.numpy().tolist()))
+    assert seen[1] == seen[0]
+
+
 def test_grad_inputs_of_wrong_type_are_rejected():
     x = leaf([1.0])
     with pytest.raises(TypeError, match="all inputs have to be Tensors or GradientEdges"):
