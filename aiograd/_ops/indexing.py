@@ -1,4 +1,5 @@
-"""Indexing: ``t[index]`` (basic and advanced) and ``t[index] = value``.
+"""Indexing: ``t[index]`` (basic and advanced), ``t[index] = value``, ``gather``,
+``index_select``, ``masked_fill`` and ``nonzero``.
 
 Note [Index keys]
     An index is normalised once into a *key*: a tuple of ints, slices (of
@@ -8,7 +9,15 @@ Note [Index keys]
     (see Note [Views share the version counter]) and the key ends with an
     Ellipsis, so NumPy returns a 0-d array, not a scalar, when every dim is
     indexed by an int. A node keeps a copy of the key's arrays, so changing
-    an index array after the forward does not change the backward.
+    an index array after the forward does not change the backward. A 0-d
+    integer tensor is an int (PyTorch's rule); a 0-d bool tensor is a mask.
+
+    A key with both ints and arrays is applied in two steps, as PyTorch
+    does: first its basic part (a view: the ints select, the other items
+    keep their dims), then its arrays on that view. NumPy would instead
+    treat the ints as arrays and, when a slice separates them from the
+    arrays, put the indexed dims first: ``a[0, :, [1, 3]]`` of a (2, 3, 4)
+    tensor is (3, 2) in PyTorch and here, (2, 3) in NumPy.
 
 The gradient of ``t[key]`` is a scatter-*add* of the gradient into zeros
 (repeated positions accumulate); the scatter is itself a differentiable op
@@ -30,9 +39,11 @@ from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, scalar_or_tensor
 from .inplace import check_inplace, commit_inplace
+from .shape import wrap_dim
 from .views import as_view
 
-__all__ = ["getitem", "setitem", "index_scatter_add"]
+__all__ = ["getitem", "setitem", "index_scatter_add", "gather", "index_select", "masked_fill",
+           "masked_fill_", "nonzero"]
 
 
 # ---- index keys ----
@@ -80,6 +91,9 @@ def _key_item(t: Tensor, item: Any) -> tuple[Any, bool]:
         return bool(item), False  # NumPy: a scalar boolean adds a dim of size 1 or 0
     if isinstance(item, numbers.Integral):
         return operator.index(item), True
+    if isinstance(item, Tensor) and item.data.ndim == 0 and item.data.dtype.kind in "iu" \
+            and item.data.dtype != numpy.uint8:  # an int, as in PyTorch (uint8 is a mask)
+        return int(item.data.item()), True
     if isinstance(item, (Tensor, list, tuple, numpy.ndarray)) or t.device.backend.owns(item):
         return _index_array(t, item), False
     raise IndexError(
@@ -100,6 +114,42 @@ def _key(t: Tensor, index: Any) -> tuple[tuple[Any, ...], bool]:
     if basic and not any(k is Ellipsis for k in key):
         key.append(Ellipsis)
     return tuple(key), basic
+
+
+def _has_int(key: tuple[Any, ...]) -> bool:
+    for k in key:
+        if type(k) is int:
+            return True
+    return False
+
+
+def _split_key(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """An advanced key with ints as PyTorch applies it: (basic part, the rest on its result).
+
+    The basic part keeps the ints, slices, None and Ellipsis and puts full slices
+    where the arrays are (a mask covers ``mask.ndim`` dims, a Python bool none);
+    the rest keeps the arrays and bools, with full slices for the dims the basic
+    part kept or added. See Note [Index keys].
+    """
+    first: list[Any] = []
+    rest: list[Any] = []
+    for k in key:
+        if type(k) is int:
+            first.append(k)
+        elif k is None or isinstance(k, slice):
+            first.append(k)
+            rest.append(slice(None))
+        elif k is Ellipsis:
+            first.append(k)
+            rest.append(k)
+        elif type(k) is bool:
+            rest.append(k)
+        else:
+            first.extend([slice(None)] * (k.ndim if k.dtype == bool else 1))
+            rest.append(k)
+    if not any(k is Ellipsis for k in first):
+        first.append(Ellipsis)
+    return tuple(first), tuple(rest)
 
 
 def _saved_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -189,21 +239,32 @@ class BasicIndexBackward(Node):
 
 
 def getitem(t: Tensor, index: Any) -> Tensor:
-    """``t[index]``: a view for basic indexes, a copy for advanced ones (NumPy's rules)."""
+    """``t[index]``: a view for basic indexes, a copy for advanced ones (PyTorch's order of
+    dims: see Note [Index keys])."""
     key, basic = _key(t, index)
+    if not basic:
+        return _advanced_index(t, key)
     data = t.data[key]
     edges = edges_of(t)
     if edges is None:
-        out = plain(data, t.device)
-    elif basic:
-        node = BasicIndexBackward(edges)
-        node.in_shape, node.key, node.label = t.shape, key, _basic_name(index, key)
-        out = record(node, data, t.device)
-    else:
-        node = IndexBackward0(edges)
-        node.in_shape, node.key = t.shape, _saved_key(key)
-        out = record(node, data, t.device)
-    return as_view(out, t) if basic else out
+        return as_view(plain(data, t.device), t)
+    node = BasicIndexBackward(edges)
+    node.in_shape, node.key, node.label = t.shape, key, _basic_name(index, key)
+    return as_view(record(node, data, t.device), t)
+
+
+def _advanced_index(t: Tensor, key: tuple[Any, ...]) -> Tensor:
+    """``t[key]`` for an advanced key: a copy."""
+    if _has_int(key):
+        first, key = _split_key(key)
+        t = getitem(t, first)  # a view
+    data = t.data[key]
+    edges = edges_of(t)
+    if edges is None:
+        return plain(data, t.device)
+    node = IndexBackward0(edges)
+    node.in_shape, node.key = t.shape, _saved_key(key)
+    return record(node, data, t.device)
 
 
 # ---- t[index] = value ----
@@ -240,14 +301,22 @@ class IndexPutBackward0(Node):
 
 
 def setitem(t: Tensor, index: Any, value: Any) -> None:
-    """``t[index] = value`` in place. See Note [In-place ops]."""
+    """``t[index] = value`` in place. See Note [In-place ops].
+
+    A key with ints and arrays writes through the view of its basic part (see
+    Note [Index keys]); a value written into an integer or bool tensor records
+    nothing (such tensors cannot require grad).
+    """
     key, basic = _key(t, index)
+    if not basic and _has_int(key):
+        first, key = _split_key(key)
+        t = getitem(t, first)  # a view
     if isinstance(value, (list, tuple)):
         value = tensor(value, dtype=t.dtype, device=t.device)
     value = scalar_or_tensor(value, t)
     if type(value) is Tensor:
         check_same_device(t, value)
-        edges = edges_of(t, value)
+        edges = edges_of(t, value) if t.data.dtype.kind == "f" else None
     else:
         edges = edges_of(t)
     check_inplace(t, edges)
@@ -267,7 +336,267 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     commit_inplace(t, node)
 
 
+# ---- gather / index_select ----
+
+def _index_tensor(t: Tensor, index: Any, what: str, kinds: str) -> Any:
+    """The array of an index tensor of ``t`` (same device), checked to be an int32/int64."""
+    if not isinstance(index, Tensor):
+        raise TypeError(
+            f"{what}(): argument 'index' (position 2) must be Tensor, not {type(index).__name__}"
+        )
+    check_same_device(t, index)
+    data = index.data
+    if data.dtype not in (numpy.int32, numpy.int64):
+        raise RuntimeError(f"{what}(): Expected dtype {kinds} for index")
+    return data
+
+
+class GatherBackward0(Node):
+    """``t.gather(dim, index)`` is ``t[key]`` for a broadcast key (aranges, ``index`` at dim):
+    the gradient is scatter-added there. ``src_shape``/``out_shape``: the input's and the
+    index's shapes, 0-d ones as (1,)."""
+
+    __slots__ = ("in_shape", "src_shape", "out_shape", "key")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if g.shape != self.out_shape:
+            g = _dual.reshape(g, self.out_shape)
+        g = index_scatter_add(g, self.src_shape, self.key, False, "ScatterAddBackward0")
+        if self.src_shape != self.in_shape:
+            g = _dual.reshape(g, self.in_shape)
+        return (g,)
+
+
+def _check_bounds(index: Any, size: int, dim: int, message: str | None) -> None:
+    """Raise unless every element of ``index`` is in ``range(size)`` (no negative indices)."""
+    if index.size == 0:
+        return
+    bad = (index < 0) | (index >= size)
+    if bad.any():
+        if message is not None:
+            raise IndexError(message)
+        value = int(index[bad].ravel()[0])
+        raise RuntimeError(f"index {value} is out of bounds for dimension {dim} with size {size}")
+
+
+def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``out[i][j] = t[index[i][j]][j]`` (for dim 0): values along ``dim`` picked by ``index``,
+    which has ``t``'s number of dims and is no larger than ``t`` in the other dims."""
+    idx = _index_tensor(t, index, "gather", "int32/int64")
+    ndim = max(t.ndim, 1)
+    d = wrap_dim(dim, t.ndim)
+    if max(idx.ndim, 1) != ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    src_shape = t.shape if t.ndim else (1,)
+    out_shape = idx.shape if idx.ndim else (1,)
+    for i, (n, m) in enumerate(zip(out_shape, src_shape)):
+        if i != d and n > m:
+            raise RuntimeError(
+                f"Size does not match at dimension {i} expected index {list(idx.shape)} to be "
+                f"no larger than self {list(t.shape)} apart from dimension {d}"
+            )
+    _check_bounds(idx, src_shape[d], d, None)
+    backend, device_index = t.device.backend, t.device.index
+    key = tuple(
+        idx.reshape(out_shape).astype(numpy.int64) if i == d
+        else backend.from_host(numpy.arange(n).reshape((1,) * i + (n,) + (1,) * (ndim - i - 1)),
+                               device_index)
+        for i, n in enumerate(out_shape)
+    )
+    data = t.data.reshape(src_shape)[key].reshape(idx.shape)
+    edges = edges_of(t)
+    if edges is None:
+        return plain(data, t.device)
+    node = GatherBackward0(edges)
+    node.in_shape, node.src_shape, node.out_shape, node.key = t.shape, src_shape, out_shape, key
+    return record(node, data, t.device)
+
+
+class IndexSelectBackward0(Node):
+    """``t.index_select(dim, index)``: the gradient is index-added along ``dim``
+    (``src_shape``: the input's shape, (1,) for a 0-d input)."""
+
+    __slots__ = ("in_shape", "src_shape", "key")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if self.src_shape != self.in_shape:  # a 0-d input
+            g = _dual.reshape(g, (1,))
+        g = index_scatter_add(g, self.src_shape, self.key, False, "IndexAddBackward0")
+        if self.src_shape != self.in_shape:
+            g = _dual.reshape(g, self.in_shape)
+        return (g,)
+
+
+def index_select(t: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The entries of ``t`` at the positions ``index`` (a vector) along ``dim`` (a copy)."""
+    idx = _index_tensor(t, index, "index_select", "int32 or int64")
+    if idx.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    d = wrap_dim(dim, t.ndim)
+    if t.ndim == 0 and idx.size != 1:
+        raise RuntimeError(
+            f"index_select(): Index to scalar can have only 1 value, got {idx.size} value(s)"
+        )
+    src_shape = t.shape if t.ndim else (1,)
+    _check_bounds(idx, src_shape[d], d, "index out of range in self")
+    idx = idx.reshape(-1).astype(numpy.int64)
+    data = t.device.xp.take(t.data.reshape(src_shape), idx, axis=d)
+    if not t.ndim:
+        data = data.reshape(())
+    edges = edges_of(t)
+    if edges is None:
+        return plain(data, t.device)
+    node = IndexSelectBackward0(edges)
+    node.in_shape, node.src_shape = t.shape, src_shape
+    node.key = (slice(None),) * d + (idx,)
+    return record(node, data, t.device)
+
+
+# ---- masked_fill ----
+
+def _zero_where(mask: Any, g: Any) -> Any:
+    """``g`` with zeros where ``mask``; a Tensor ``g`` records ``masked_fill`` (PyTorch's)."""
+    if type(g) is Tensor:
+        return masked_fill(g, Tensor._wrap(mask, g.device), 0.0)
+    return _dual.xp_of(g).where(mask, 0.0, g)
+
+
+class MaskedFillBackward0(Node):
+    """``t.masked_fill(mask, number)``: the gradient passes where ``mask`` is False."""
+
+    __slots__ = ("mask",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (_zero_where(self.mask, grads[0]),)
+
+
+class MaskedFillBackward1(Node):
+    """``t.masked_fill(mask, value)`` with a 0-d tensor ``value``: it gets the gradient
+    where ``mask`` is True (summed by the engine, Note [Broadcast gradients])."""
+
+    __slots__ = ("mask",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        edges = self.next_edges
+        return (
+            None if edges[0] is None else _zero_where(self.mask, g),
+            None if edges[1] is None else _zero_where(~self.mask, g),
+        )
+
+
+# The C type names some of PyTorch's messages print for a dtype.
+_C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+                 "int64": "long int", "int32": "int", "int16": "short int",
+                 "int8": "signed char", "uint8": "unsigned char"}
+
+
+def _mask_and_value(t: Tensor, mask: Tensor, value: Any) -> tuple[Any, Any, Tensor | None]:
+    """Checked ``masked_fill`` arguments: the mask's array, the value as a 0-d array or a
+    NumPy scalar of ``t``'s dtype, and the value tensor (None for a number)."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"masked_fill(): argument 'mask' (position 1) must be Tensor, not "
+            f"{type(mask).__name__}"
+        )
+    check_same_device(t, mask)
+    if mask.data.dtype != numpy.bool_:
+        dtype = _C_TYPE_NAMES.get(mask.data.dtype.name, mask.data.dtype.name)
+        raise RuntimeError(
+            f"masked_fill_ only supports boolean masks, but got mask with dtype {dtype}"
+        )
+    dtype = t.data.dtype
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(
+                "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                f"with {value.ndim} dimension(s)."
+            )
+        if value.device is t.device:
+            return mask.data, value.data.astype(dtype), value
+        return mask.data, dtype.type(value.item()), value
+    if not isinstance(value, numbers.Number) or isinstance(value, complex):
+        raise TypeError(
+            f"masked_fill(): argument 'value' must be a Number or a 0-d Tensor, not "
+            f"{type(value).__name__}"
+        )
+    return mask.data, dtype.type(value), None
+
+
+def _broadcast_error(a: tuple[int, ...], b: tuple[int, ...]) -> RuntimeError:
+    """PyTorch's error for shapes ``a`` and ``b`` that do not broadcast."""
+    n = max(len(a), len(b))
+    for i in range(n - 1, -1, -1):
+        x = a[i - n + len(a)] if i - n + len(a) >= 0 else 1
+        y = b[i - n + len(b)] if i - n + len(b) >= 0 else 1
+        if x != y and x != 1 and y != 1:
+            break
+    return RuntimeError(
+        f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton "
+        f"dimension {i}"
+    )
+
+
+def _masked_fill_node(t: Tensor, mask: Any, value: Tensor | None) -> Node | None:
+    edges = edges_of(t, value) if value is not None else edges_of(t)
+    if edges is None or t.data.dtype.kind != "f":
+        return None
+    node = MaskedFillBackward0(edges) if len(edges) == 1 else MaskedFillBackward1(edges)
+    node.mask = mask.copy()  # the caller may change its mask afterwards
+    return node
+
+
+def masked_fill(t: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """``t`` with ``value`` (a number or a 0-d tensor) where the bool ``mask`` is True;
+    ``t`` and ``mask`` broadcast together."""
+    m, v, value_t = _mask_and_value(t, mask, value)
+    try:
+        data = t.device.xp.where(m, v, t.data)
+    except ValueError:
+        raise _broadcast_error(m.shape, t.shape) from None
+    node = _masked_fill_node(t, m, value_t)
+    return plain(data, t.device) if node is None else record(node, data, t.device)
+
+
+def masked_fill_(t: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """:func:`masked_fill` in place; ``mask`` must broadcast to ``t``'s shape."""
+    m, v, value_t = _mask_and_value(t, mask, value)
+    try:
+        shape = numpy.broadcast_shapes(t.shape, m.shape)
+    except ValueError:
+        raise _broadcast_error(m.shape, t.shape) from None
+    if shape != t.shape:
+        raise RuntimeError(
+            f"output with shape {list(t.shape)} doesn't match the broadcast shape {list(shape)}"
+        )
+    node = _masked_fill_node(t, m, value_t)
+    check_inplace(t, None if node is None else node.next_edges)
+    t.device.xp.copyto(t.data, v, where=m)
+    return commit_inplace(t, node)
+
+
+# ---- nonzero ----
+
+def nonzero(t: Tensor, *, as_tuple: bool = False) -> Any:
+    """The indices of the nonzero elements: an int64 (count, ndim) tensor, or with
+    ``as_tuple`` one int64 vector per dim (a 0-d ``t`` counts as 1-d). Not differentiable."""
+    xp = t.device.xp
+    if as_tuple:
+        return tuple(
+            plain(i.astype(numpy.int64, copy=False), t.device)
+            for i in xp.nonzero(t.data if t.ndim else t.data.reshape(1))
+        )
+    return plain(xp.argwhere(t.data).astype(numpy.int64, copy=False), t.device)
+
+
 # ---- Tensor methods ----
 
 Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem
+Tensor.gather = gather
+Tensor.index_select = index_select
+Tensor.masked_fill = masked_fill
+Tensor.masked_fill_ = masked_fill_
+Tensor.nonzero = nonzero

@@ -214,12 +214,13 @@ def zero_(t: Tensor) -> Tensor:
 
 
 def copy_(t: Tensor, src: Tensor) -> Tensor:
-    """Copy ``src`` (broadcast, cast to ``t``'s dtype) into ``t`` in place."""
+    """Copy ``src`` (broadcast, cast to ``t``'s dtype) into ``t`` in place; into an integer
+    or bool ``t`` this records nothing (such tensors cannot require grad)."""
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be a Tensor, not {type(src).__name__}")
     if src.device is not t.device:
         src = src.to(t.device)
-    edges = edges_of(t, src)
+    edges = edges_of(t, src) if t.data.dtype.kind == "f" else None
     check_inplace(t, edges)
     try:
         shape = numpy.broadcast_shapes(t.shape, src.shape)

@@ -1,23 +1,32 @@
-"""Joining: ``cat(tensors, dim)`` and ``stack(tensors, dim)``.
+"""Joining and splitting: ``cat stack`` and ``chunk split unbind``.
 
-Inputs may differ in dtype (the result has the promoted dtype, and each
-input's gradient is cast back by the engine) but not in device. The
-backward slices the gradient, so under ``create_graph`` it records
-``SliceBackward0``/``SelectBackward0`` nodes.
+``cat``/``stack`` inputs may differ in dtype (the result has the promoted
+dtype, and each input's gradient is cast back by the engine) but not in
+device. Their backward slices the gradient, so under ``create_graph`` it
+records ``SliceBackward0``/``SelectBackward0`` nodes.
+
+``chunk``/``split``/``unbind`` return views of their input (see Note [Views
+share the version counter] in :mod:`.shape`) that share one node with one
+output per view (``output_nr``), as PyTorch's ``SplitBackward0``; its
+backward joins the outputs' gradients (zeros for an output that got none)
+with ``cat``/``stack``. PyTorch refuses to write such views in place with
+autograd; here the write is recorded as for any view (``CopySlices``).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 from .._tensor import Tensor
 from ..graph._node import Node
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record
+from ._record import _mark, _metadata, check_same_device, edges_of, plain, record
 from .shape import wrap_dim
+from .views import as_view
 
-__all__ = ["cat", "stack"]
+__all__ = ["cat", "stack", "chunk", "split", "unbind"]
 
 
 def _tensors(tensors: Sequence[Tensor], what: str) -> list[Tensor]:
@@ -134,3 +143,147 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     node = StackBackward0(edges)
     node.dim = d
     return record(node, data, first.device)
+
+
+# ---- chunk / split / unbind ----
+
+def _joined_grads(grads: list[Any], metadata: Sequence[Any], dim: int, new_dim: bool) -> Any:
+    """The outputs' gradients joined along ``dim`` (stacked if ``new_dim``); zeros stand in
+    for missing ones. None if none arrived."""
+    known = next((g for g in grads if g is not None), None)
+    if known is None:
+        return None
+    parts = [_dual.zeros_of(known, meta.shape) if g is None else g
+             for g, meta in zip(grads, metadata)]
+    if type(known) is Tensor:
+        return stack(parts, dim) if new_dim else cat(parts, dim)
+    xp = _dual.xp_of(known)
+    return xp.stack(parts, axis=dim) if new_dim else xp.concatenate(parts, axis=dim)
+
+
+class SplitBackward0(Node):
+    """``split(int)``/``chunk``: output ``i`` is the ``i``-th piece of the input along ``dim``."""
+
+    __slots__ = ("dim",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (_joined_grads(grads, self.input_metadata, self.dim, False),)
+
+
+class SplitWithSizesBackward0(SplitBackward0):
+    """``split(list of sizes)``."""
+
+    __slots__ = ()
+
+
+class UnbindBackward0(Node):
+    """Output ``i`` is ``t.select(dim, i)``."""
+
+    __slots__ = ("dim",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (_joined_grads(grads, self.input_metadata, self.dim, True),)
+
+
+def _views(t: Tensor, datas: list[Any], node_cls: type[Node], dim: int) -> tuple[Tensor, ...]:
+    """One view of ``t`` per array of ``datas``; output ``i`` of one ``node_cls`` node."""
+    device = t.device
+    outs = [Tensor._wrap(data, device) for data in datas]
+    edges = edges_of(t)
+    if edges is not None and outs:
+        node = node_cls(edges)
+        node.dim = dim
+        node.input_metadata = tuple(_metadata(data, device) for data in datas)
+        _mark(node)
+        for i, out in enumerate(outs):
+            out.grad_fn, out.output_nr, out._rg = node, i, True
+    return tuple(as_view(out, t) for out in outs)
+
+
+def _split_sizes(t: Tensor, sizes: Sequence[int], d: int,
+                 node_cls: type[Node]) -> tuple[Tensor, ...]:
+    lead = (slice(None),) * d
+    datas = []
+    start = 0
+    for n in sizes:
+        datas.append(t.data[lead + (slice(start, start + n),)])
+        start += n
+    return _views(t, datas, node_cls, d)
+
+
+def split(t: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Views of ``t`` along ``dim``: pieces of ``split_size`` (the last may be smaller), or
+    of the sizes in a list (which must add up to the dim's size)."""
+    if t.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    if isinstance(split_size_or_sections, (list, tuple)):
+        return _split_with_sizes(t, split_size_or_sections, dim)
+    try:
+        size = operator.index(split_size_or_sections)
+    except TypeError:
+        raise TypeError(
+            "split(): split_size_or_sections must be an int or a list of ints, not "
+            f"{type(split_size_or_sections).__name__}"
+        ) from None
+    if size < 0:
+        raise RuntimeError(f"split expects split_size be non-negative, but got split_size={size}")
+    d = wrap_dim(dim, t.ndim)
+    n = t.shape[d]
+    if size == 0 and n:
+        raise RuntimeError(
+            f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}"
+        )
+    count = max(-(-n // size), 1) if size else 1
+    sizes = [size] * (count - 1) + [n - size * (count - 1)]
+    return _split_sizes(t, sizes, d, SplitBackward0)
+
+
+def _split_with_sizes(t: Tensor, sections: Sequence[Any], dim: int) -> tuple[Tensor, ...]:
+    try:
+        sizes = [operator.index(s) for s in sections]
+    except TypeError:
+        raise TypeError(f"split(): sizes must be ints, got {list(sections)!r}") from None
+    d = wrap_dim(dim, t.ndim)
+    if any(s < 0 for s in sizes):
+        raise RuntimeError("split_with_sizes expects split_sizes have only non-negative entries, "
+                           f"but got split_sizes={sizes}")
+    if sum(sizes) != t.shape[d]:
+        raise RuntimeError(
+            f"split_with_sizes expects split_sizes to sum exactly to {t.shape[d]} (input "
+            f"tensor's size at dimension {d}), but got split_sizes={sizes}"
+        )
+    return _split_sizes(t, sizes, d, SplitWithSizesBackward0)
+
+
+def chunk(t: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """``t`` split along ``dim`` into at most ``chunks`` views of ``ceil(size / chunks)``."""
+    if t.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    if isinstance(chunks, bool) or not isinstance(chunks, int):
+        raise TypeError(
+            f"chunk(): argument 'chunks' (position 1) must be int, not {type(chunks).__name__}"
+        )
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = wrap_dim(dim, t.ndim)
+    n = t.shape[d]
+    if n == 0:  # PyTorch's rule: ``chunks`` empty pieces
+        return _split_sizes(t, [0] * chunks, d, SplitWithSizesBackward0)
+    return split(t, -(-n // chunks), d)
+
+
+def unbind(t: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices ``t.select(dim, i)`` for every ``i``, as views."""
+    if t.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = wrap_dim(dim, t.ndim)
+    lead = (slice(None),) * d
+    datas = [t.data[lead + (i, Ellipsis)] for i in range(t.shape[d])]
+    return _views(t, datas, UnbindBackward0, d)
+
+
+# ---- Tensor methods ----
+
+Tensor.chunk = chunk
+Tensor.split = split
+Tensor.unbind = unbind

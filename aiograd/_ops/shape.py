@@ -1,9 +1,11 @@
-"""Shape ops: ``reshape view flatten transpose permute T expand squeeze unsqueeze contiguous``.
+"""Shape ops: ``reshape view view_as reshape_as flatten transpose permute t T mT expand
+squeeze unsqueeze contiguous is_contiguous flip repeat``.
 
 Results that are NumPy/CuPy views of their input are *views* in PyTorch's
 sense too: see Note [Views share the version counter]. Every backward here
-is a pure re-shaping of the gradient (``expand``'s sums), so it records the
-inverse shape op under ``create_graph``.
+is a pure re-shaping of the gradient (``expand``'s and ``repeat``'s sums), so
+it records the inverse shape op under ``create_graph``. ``flip`` and
+``repeat`` copy, as in PyTorch.
 
 Note [Views share the version counter]
     A view ``v`` of ``t`` writes the same memory, so an in-place change
@@ -16,6 +18,7 @@ Note [Views share the version counter]
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +30,7 @@ from ._record import edges_of, plain, record
 from .inplace import clone
 from .views import as_view
 
-__all__ = ["wrap_dim", "size_args"]
+__all__ = ["wrap_dim", "size_args", "t", "flip", "repeat"]
 
 
 # ---- helpers shared with indexing and joining ----
@@ -69,9 +72,9 @@ def _infer_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
     if len(unknown) > 1:
         raise RuntimeError("only one dimension can be inferred")
     known = 1
-    for s in shape:
+    for i, s in enumerate(shape):
         if s < -1:
-            raise RuntimeError(f"invalid shape dimension {s} in {list(shape)}")
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {list(shape)}")
         if s != -1:
             known *= s
     if not unknown:
@@ -166,6 +169,24 @@ def view(t: Tensor, *shape: Any) -> Tensor:
     return _reshape(t, size_args(shape, "view"), view_only=True)
 
 
+def _other_tensor(other: Any, what: str) -> Tensor:
+    if not isinstance(other, Tensor):
+        raise TypeError(
+            f"{what}(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}"
+        )
+    return other
+
+
+def view_as(t: Tensor, other: Tensor) -> Tensor:
+    """``t.view(other.shape)``."""
+    return _reshape(t, _other_tensor(other, "view_as").shape, view_only=True)
+
+
+def reshape_as(t: Tensor, other: Tensor) -> Tensor:
+    """``t.reshape(other.shape)``."""
+    return _reshape(t, _other_tensor(other, "reshape_as").shape, view_only=False)
+
+
 def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims ``start_dim..end_dim`` (inclusive) into one; ``t`` itself if they are one."""
     if t.ndim == 0:
@@ -214,7 +235,19 @@ class TransposeBackward0(Node):
     __slots__ = ("dim0", "dim1")
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        if self.dim0 == self.dim1:  # also a 0-d input, whose gradient has no dim to swap
+            return (grads[0],)
         return (_dual.transpose(grads[0], self.dim0, self.dim1),)
+
+
+class TBackward0(Node):
+    """``t.t()`` of a tensor with at most 2 dims: its own inverse."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        return (g.t() if type(g) is Tensor else g.T,)
 
 
 class PermuteBackward0(Node):
@@ -266,6 +299,30 @@ def permute(t: Tensor, *dims: Any) -> Tensor:
 def _T(t: Tensor) -> Tensor:
     """All dims reversed (PyTorch's ``.T``)."""
     return permute(t, *range(t.ndim - 1, -1, -1))
+
+
+def t(x: Tensor) -> Tensor:  # the name PyTorch gives the method
+    """The transpose of a tensor of at most 2 dims (a view; 0-d and 1-d: the same values)."""
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    data = x.data.T
+    edges = edges_of(x)
+    if edges is None:
+        return as_view(plain(data, x.device), x)
+    return as_view(record(TBackward0(edges), data, x.device), x)
+
+
+def _mT(x: Tensor) -> Tensor:
+    """The last two dims swapped (PyTorch's ``.mT``); a 0-d tensor is itself (deprecated)."""
+    if x.ndim < 2:
+        if x.ndim == 1:
+            raise RuntimeError(
+                "tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor."
+            )
+        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity "
+                      "in these cases.", UserWarning, stacklevel=2)
+        return x
+    return transpose(x, -2, -1)
 
 
 # ---- expand ----
@@ -321,6 +378,84 @@ def expand_as(t: Tensor, other: Tensor) -> Tensor:
     return expand(t, *other.shape)
 
 
+# ---- repeat ----
+
+class RepeatBackward0(Node):
+    """``t.repeat(*repeats)``: the gradient, split into (repeat, size) pairs of dims, summed
+    over the repeats. Invariant: ``len(padded) == len(repeats)``, ``padded`` is the input's
+    shape with leading 1s."""
+
+    __slots__ = ("in_shape", "padded", "repeats")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if not self.repeats:  # a 0-d input repeated by ()
+            return (g,)
+        pairs: list[int] = []
+        for r, n in zip(self.repeats, self.padded):
+            pairs += (r, n)
+        g = _dual.sum_dims(_dual.reshape(g, pairs), tuple(range(0, len(pairs), 2)))
+        return (_dual.reshape(g, self.in_shape),)
+
+
+def repeat(t: Tensor, *sizes: Any) -> Tensor:
+    """``t`` tiled ``sizes[i]`` times along dim ``i`` (a copy); extra leading sizes add dims."""
+    if not sizes:
+        raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
+    repeats = size_args(sizes, "repeat")
+    lead = len(repeats) - t.ndim
+    if lead < 0:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    padded = (1,) * lead + t.shape
+    if any(r < 0 for r in repeats):
+        shape = [r * n for r, n in zip(repeats, padded)]
+        bad = next(n for n in shape if n < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: {shape}")
+    data = t.device.xp.tile(t.data.reshape(padded), repeats) if repeats else t.data.copy()
+    edges = edges_of(t)
+    if edges is None:
+        return plain(data, t.device)
+    node = RepeatBackward0(edges)
+    node.in_shape, node.padded, node.repeats = t.shape, padded, repeats
+    return record(node, data, t.device)
+
+
+# ---- flip ----
+
+class FlipBackward0(Node):
+    """``t.flip(dims)``: the gradient flipped back (``dims`` wrapped, possibly empty)."""
+
+    __slots__ = ("dims",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if not self.dims:
+            return (g,)
+        if type(g) is Tensor:
+            return (g.flip(self.dims),)
+        return (_dual.xp_of(g).flip(g, self.dims),)
+
+
+def flip(t: Tensor, dims: Any, *more: Any) -> Tensor:
+    """``t`` with the order of its elements reversed along ``dims`` (a copy)."""
+    if more or not isinstance(dims, (tuple, list)):
+        dims = (dims, *more)
+    axes = tuple(wrap_dim(d, t.ndim) for d in dims)
+    for i, d in enumerate(axes):
+        if d in axes[:i]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    if not t.ndim:
+        axes = ()
+    data = t.device.xp.flip(t.data, axes).copy() if axes else t.data.copy()
+    edges = edges_of(t)
+    if edges is None:
+        return plain(data, t.device)
+    node = FlipBackward0(edges)
+    node.dims = axes
+    return record(node, data, t.device)
+
+
 # ---- contiguous ----
 
 def contiguous(t: Tensor) -> Tensor:
@@ -328,6 +463,11 @@ def contiguous(t: Tensor) -> Tensor:
     if t.data.flags.c_contiguous:
         return t
     return clone(t)
+
+
+def is_contiguous(t: Tensor) -> bool:
+    """True if ``t``'s elements are in C order in memory (size-1 dims' strides aside)."""
+    return bool(t.data.flags.c_contiguous)
 
 
 # ---- Tensor methods ----
@@ -340,6 +480,13 @@ Tensor.unsqueeze = unsqueeze
 Tensor.transpose = transpose
 Tensor.permute = permute
 Tensor.T = property(_T)
+Tensor.t = t
+Tensor.mT = property(_mT)
+Tensor.view_as = view_as
+Tensor.reshape_as = reshape_as
 Tensor.expand = expand
 Tensor.expand_as = expand_as
 Tensor.contiguous = contiguous
+Tensor.is_contiguous = is_contiguous
+Tensor.flip = flip
+Tensor.repeat = repeat
