@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from . import (
     _ops,  # noqa: F401  (binds the Tensor operators and methods)
     devices,
@@ -13,13 +16,17 @@ from . import (
     nn,
     optim,
 )
+from ._ops.arithmetic import allclose, equal
 from ._ops.joining import cat, stack
 from ._ops.linalg import matmul
 from ._ops.unary import where
 from ._tensor import (
     Tensor,
     arange,
+    as_tensor,
     bool_,
+    empty,
+    empty_like,
     eye,
     float16,
     float32,
@@ -27,8 +34,12 @@ from ._tensor import (
     from_numpy,
     full,
     full_like,
+    int8,
+    int16,
     int32,
     int64,
+    is_tensor,
+    linspace,
     manual_seed,
     ones,
     ones_like,
@@ -37,6 +48,7 @@ from ._tensor import (
     randn,
     randn_like,
     tensor,
+    uint8,
     zeros,
     zeros_like,
 )
@@ -67,15 +79,63 @@ from .gradcheck import GradcheckError, gradcheck
 from .graph import get_gradient_edge, saved_tensors_hooks
 from .utils.checkpoint import checkpoint
 
+# ---- torch-style functions: aiograd.exp(t) is t.exp() ----
+
+# The Tensor methods PyTorch also offers as functions (torch.exp, torch.sum, ...).
+_METHOD_FUNCTIONS = (
+    "abs", "exp", "log", "sqrt", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "relu",
+    "sign", "neg", "pow", "add", "sub", "mul", "div",
+    "clamp", "clip", "clamp_min", "clamp_max", "maximum", "minimum",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "sum", "mean", "max", "min", "prod", "std", "var", "amax", "amin", "argmax", "argmin",
+    "norm", "cumsum", "logsumexp", "any", "all", "softmax", "log_softmax",
+    "reshape", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "t", "chunk",
+    "split", "unbind", "flip", "gather", "index_select", "masked_fill", "nonzero",
+    "mm", "bmm", "dot", "mv", "numel", "clone", "detach", "is_floating_point",
+)
+
+
+def _method_function(name: str) -> Any:
+    """``aiograd.<name>(input, *args, **kwargs)``: ``input.<name>(*args, **kwargs)``, with the
+    method's name, docstring and signature."""
+    method = getattr(Tensor, name)
+
+    def function(input: Tensor, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
+        if not isinstance(input, Tensor):
+            raise TypeError(
+                f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                f"{type(input).__name__}"
+            )
+        return method(input, *args, **kwargs)
+
+    functools.update_wrapper(function, method)
+    function.__module__ = __name__
+    function.__name__ = function.__qualname__ = name
+    return function
+
+
+globals().update({name: _method_function(name) for name in _METHOD_FUNCTIONS})
+
+# PyTorch's dtype names. Bound last: they shadow builtins in this module.
+bool = bool_  # noqa: A001
+double = float64
+half = float16
+long = int64
+
+
 __all__ = [
     "Device",
     "Function",
     "FunctionCtx",
     "GradcheckError",
     "Tensor",
+    "allclose",
     "arange",
+    "as_tensor",
     "backward",
     "backward_sync",
+    "bool",
     "bool_",
     "cat",
     "checkpoint",
@@ -84,7 +144,11 @@ __all__ = [
     "detect_anomaly",
     "device",
     "devices",
+    "double",
+    "empty",
+    "empty_like",
     "enable_grad",
+    "equal",
     "eye",
     "float16",
     "float32",
@@ -97,20 +161,26 @@ __all__ = [
     "grad_sync",
     "gradcheck",
     "graph",
+    "half",
+    "int16",
     "int32",
     "int64",
+    "int8",
     "is_anomaly_enabled",
     "is_checkpoint_valid",
     "is_grad_enabled",
+    "is_tensor",
+    "linspace",
+    "long",
     "manual_seed",
     "matmul",
     "nn",
     "no_grad",
     "offload",
     "once_differentiable",
-    "optim",
     "ones",
     "ones_like",
+    "optim",
     "queue_callback",
     "rand",
     "rand_like",
@@ -122,7 +192,9 @@ __all__ = [
     "set_multithreading_enabled",
     "stack",
     "tensor",
+    "uint8",
     "where",
     "zeros",
     "zeros_like",
+    *_METHOD_FUNCTIONS,
 ]

@@ -14,6 +14,7 @@ Note [In-place writes to views] in ``_ops/views.py``).
 
 from __future__ import annotations
 
+import itertools
 import numbers
 import warnings
 import weakref
@@ -28,33 +29,66 @@ from .devices import CPU, Device
 __all__ = [
     "Tensor",
     "tensor",
+    "as_tensor",
     "from_numpy",
+    "is_tensor",
     "zeros",
     "ones",
+    "empty",
     "full",
     "arange",
+    "linspace",
     "eye",
     "randn",
     "rand",
     "zeros_like",
     "ones_like",
+    "empty_like",
     "full_like",
     "randn_like",
     "rand_like",
     "float16",
     "float32",
     "float64",
+    "uint8",
+    "int8",
+    "int16",
     "int32",
     "int64",
     "bool_",
+    "scalar_type_name",
+    "cpp_type_name",
 ]
 
 float16 = numpy.dtype("float16")
 float32 = numpy.dtype("float32")
 float64 = numpy.dtype("float64")
+uint8 = numpy.dtype("uint8")
+int8 = numpy.dtype("int8")
+int16 = numpy.dtype("int16")
 int32 = numpy.dtype("int32")
 int64 = numpy.dtype("int64")
 bool_ = numpy.dtype("bool")
+
+_SCALAR_TYPE_NAMES = {
+    "float16": "Half", "float32": "Float", "float64": "Double", "uint8": "Byte", "int8": "Char",
+    "int16": "Short", "int32": "Int", "int64": "Long", "bool": "Bool",
+}
+_CPP_TYPE_NAMES = {
+    "float16": "c10::Half", "float32": "float", "float64": "double", "uint8": "unsigned char",
+    "int8": "signed char", "int16": "short int", "int32": "int", "int64": "long int",
+}
+
+
+def scalar_type_name(dtype: numpy.dtype) -> str:
+    """PyTorch's name of a dtype as its error messages print it (``Float`` for float32)."""
+    return _SCALAR_TYPE_NAMES.get(dtype.name, dtype.name)
+
+
+def cpp_type_name(dtype: numpy.dtype) -> str:
+    """The C++ name of a dtype, as some PyTorch messages print it (``float``, ``long int``)."""
+    return _CPP_TYPE_NAMES.get(dtype.name, dtype.name)
+
 
 _FLOAT_KINDS = ("f",)
 _NON_LEAF_GRAD_WARNING = (
@@ -139,7 +173,22 @@ class Tensor:
         """The shape (PyTorch's ``size()``), or the length of ``dim``."""
         if dim is None:
             return self.data.shape
-        return self.data.shape[dim]
+        try:
+            return self.data.shape[dim]
+        except IndexError:
+            raise IndexError(_dim_out_of_range(dim, self.data.ndim)) from None
+
+    def stride(self, dim: int | None = None) -> Any:
+        """The strides in elements (PyTorch's), not in bytes (NumPy's); or that of ``dim``."""
+        data = self.data
+        item = data.itemsize
+        strides = tuple(s // item for s in data.strides)
+        if dim is None:
+            return strides
+        try:
+            return strides[dim]
+        except IndexError:
+            raise IndexError(_dim_out_of_range(dim, data.ndim)) from None
 
     @property
     def dtype(self) -> numpy.dtype:
@@ -154,6 +203,15 @@ class Tensor:
 
     def numel(self) -> int:
         return int(self.data.size)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return int(self.data.itemsize)
+
+    def is_floating_point(self) -> bool:
+        return self.data.dtype.kind == "f"
 
     @property
     def is_cuda(self) -> bool:
@@ -206,8 +264,9 @@ class Tensor:
                 )
             if value.shape != self.shape:
                 raise RuntimeError(
-                    f"assigned grad has data of a different size: {tuple(value.shape)} vs "
-                    f"{tuple(self.shape)}"
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "
+                    f"of size '{list(self.shape)}'. Please ensure that the gradient and the "
+                    "tensor are the same size"
                 )
             if value.dtype != self.dtype:
                 raise RuntimeError(
@@ -339,11 +398,17 @@ class Tensor:
     def tolist(self) -> Any:
         return self.device.backend.to_host(self.data).tolist()
 
+    def _scalar(self) -> Any:
+        """The one element, for ``float()``/``int()`` (ValueError otherwise, as PyTorch)."""
+        if self.data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.data.reshape(()).item()
+
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar())
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar())
 
     def __index__(self) -> int:
         if self.data.dtype.kind not in "iu" or self.data.size != 1:
@@ -352,9 +417,8 @@ class Tensor:
 
     def __bool__(self) -> bool:
         if self.data.size != 1:
-            raise RuntimeError(
-                f"Boolean value of Tensor with {self.data.size} elements is ambiguous"
-            )
+            many = "more than one value" if self.data.size else "no values"
+            raise RuntimeError(f"Boolean value of Tensor with {many} is ambiguous")
         return bool(self.item())
 
     def __len__(self) -> int:
@@ -369,6 +433,48 @@ class Tensor:
             yield self[i]
 
     __hash__ = object.__hash__
+
+    # ---- new tensors like this one ----
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """This tensor with ``other``'s dtype and device (``self`` if they match)."""
+        return self.to(other.device, other.dtype)  # type: ignore[attr-defined]
+
+    def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None,
+                   requires_grad: bool = False) -> Tensor:
+        """:func:`tensor` with this tensor's dtype and device as the defaults."""
+        return tensor(data, dtype=self.dtype if dtype is None else dtype,
+                      device=self.device if device is None else device,
+                      requires_grad=requires_grad)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None,
+                  requires_grad: bool = False) -> Tensor:
+        """:func:`zeros` with this tensor's dtype and device as the defaults."""
+        return zeros(*size, dtype=self.dtype if dtype is None else dtype,
+                     device=self.device if device is None else device,
+                     requires_grad=requires_grad)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False) -> Tensor:
+        """:func:`ones` with this tensor's dtype and device as the defaults."""
+        return ones(*size, dtype=self.dtype if dtype is None else dtype,
+                    device=self.device if device is None else device,
+                    requires_grad=requires_grad)
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None,
+                  requires_grad: bool = False) -> Tensor:
+        """:func:`empty` with this tensor's dtype and device as the defaults."""
+        return empty(*size, dtype=self.dtype if dtype is None else dtype,
+                     device=self.device if device is None else device,
+                     requires_grad=requires_grad)
+
+    def new_full(self, size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False) -> Tensor:
+        """:func:`full` with this tensor's dtype and device as the defaults (a float
+        ``fill_value`` is truncated into an integer tensor, as PyTorch)."""
+        return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
+                    device=self.device if device is None else device,
+                    requires_grad=requires_grad)
 
     def __repr__(self) -> str:
         body = numpy.array2string(
@@ -412,6 +518,14 @@ class Tensor:
 
         backward_sync(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
                       inputs=inputs)
+
+
+def _dim_out_of_range(dim: Any, ndim: int) -> str:
+    if ndim == 0:
+        return f"Dimension specified as {dim} but tensor has no dimensions"
+    return (
+        f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {dim})"
+    )
 
 
 class _TensorHook:
@@ -512,8 +626,10 @@ def tensor(
 ) -> Tensor:
     """A new leaf tensor holding a copy of ``data``.
 
-    Python floats become float32 (PyTorch's default dtype), ints int64,
-    bools bool; NumPy arrays keep their dtype.
+    The dtype is PyTorch's: each number brings its own (a Python float gives
+    float32, the default dtype; an int gives int64, a bool bool; NumPy
+    scalars, arrays and tensors keep theirs) and they are promoted together:
+    ``[np.float64(1.5)]`` gives float64, ``[np.int32(1), 2]`` int64.
     """
     dt = _resolve_dtype(dtype)
     if isinstance(data, Tensor):
@@ -537,21 +653,159 @@ def tensor(
     return _finish(*_place(arr, device), requires_grad)
 
 
+# A Python number's dtype in tensor(): PyTorch's defaults.
+_PYTHON_DTYPES: dict[type, numpy.dtype] = {float: float32, int: int64, bool: bool_}
+_SEQUENCES = frozenset((list, tuple))
+
+
+def _leaf_dtype(kind: type, level: list[Any]) -> numpy.dtype:
+    """The promoted dtype of the elements of type ``kind`` (not a list or tuple) in the
+    sequences ``level``."""
+    dt = _PYTHON_DTYPES.get(kind)
+    if dt is not None:
+        return dt
+    if issubclass(kind, (str, bytes)):
+        raise TypeError(f"tensor(): invalid data type '{kind.__name__}'")
+    if issubclass(kind, numpy.generic):
+        return numpy.dtype(kind)
+    if kind is type(None):
+        raise TypeError("tensor(): Could not infer dtype of NoneType")
+    found = [x.dtype if hasattr(x, "dtype") else numpy.asarray(x).dtype
+             for x in itertools.chain.from_iterable(level) if type(x) is kind]
+    return _promoted(found)
+
+
+def _promoted(dtypes: Sequence[numpy.dtype]) -> numpy.dtype:
+    from ._ops._promote import promote_types  # ops import this module: import when used
+
+    result = dtypes[0]
+    for dt in dtypes[1:]:
+        result = promote_types(result, dt)
+    return result
+
+
+def _inferred_dtype(data: Any) -> numpy.dtype:
+    """PyTorch's dtype for ``data``, Python numbers or (nested) lists and tuples of
+    numbers, NumPy scalars, arrays and tensors. Empty data is float32.
+
+    Reads the types one nesting level at a time, each level's elements chained
+    (``set(map(type, ...))`` runs in C), which costs less than the NumPy
+    conversion that follows.
+    """
+    if type(data) not in _SEQUENCES:
+        return _leaf_dtype(type(data), [(data,)])
+    kinds = set(map(type, data))
+    if len(kinds) == 1:  # the common case: a flat list of one kind of Python number
+        dt = _PYTHON_DTYPES.get(next(iter(kinds)))
+        if dt is not None:
+            return dt
+    level: list[Any] = [data]
+    found: list[numpy.dtype] = []
+    while level:
+        kinds = set(map(type, itertools.chain.from_iterable(level)))
+        nested = kinds & _SEQUENCES
+        for kind in kinds - nested:
+            dt = _leaf_dtype(kind, level)
+            if dt not in found:
+                found.append(dt)
+        if not nested:
+            break
+        if nested == kinds:
+            level = list(itertools.chain.from_iterable(level))
+        else:
+            level = [x for x in itertools.chain.from_iterable(level) if type(x) in nested]
+    if not found:
+        return float32
+    return found[0] if len(found) == 1 else _promoted(found)
+
+
+def _ragged_message(data: Any) -> str | None:
+    """PyTorch's complaint about nested lists of unequal lengths, or None if there is none.
+
+    The expected shape is read along the first elements, as PyTorch does.
+    """
+    shape = []
+    x = data
+    while isinstance(x, (list, tuple)):
+        shape.append(len(x))
+        if not x:
+            break
+        x = x[0]
+
+    def check(seq: Any, dim: int) -> str | None:
+        if len(seq) != shape[dim]:
+            return f"expected sequence of length {shape[dim]} at dim {dim} (got {len(seq)})"
+        if dim + 1 < len(shape):
+            for item in seq:
+                if not isinstance(item, (list, tuple)):
+                    return "not a sequence"
+                message = check(item, dim + 1)
+                if message is not None:
+                    return message
+        return None
+
+    return check(data, 0) if shape else None
+
+
+def _leaves(data: Any) -> Iterator[Any]:
+    if isinstance(data, (list, tuple)):
+        for x in data:
+            yield from _leaves(x)
+    else:
+        yield data
+
+
+def _out_of_range(data: Any, dt: numpy.dtype) -> numpy.ndarray:
+    """``data`` as ``dt`` when NumPy found an integer out of its range: PyTorch raises,
+    ValueError beyond int64 (``2**63``), RuntimeError beyond ``dt``, except that uint8
+    takes negative values modulo 256 (``-1`` is 255)."""
+    ints = [x for x in _leaves(data) if type(x) is int]
+    if any(not -(2**63) <= x < 2**63 for x in ints):
+        raise ValueError("Overflow when unpacking long long")
+    if dt == uint8 and all(x <= 255 for x in ints):
+        return numpy.array(data, dtype=int64).astype(uint8)
+    raise RuntimeError(f"value cannot be converted to type {dt} without overflow")
+
+
 def _from_python(data: Any, dt: numpy.dtype | None) -> numpy.ndarray:
-    if isinstance(data, (str, bytes)) or data is None:
-        raise TypeError(f"tensor() cannot make a tensor from {type(data).__name__}")
+    if isinstance(data, (str, bytes)):
+        raise TypeError(f"tensor(): invalid data type '{type(data).__name__}'")
+    if dt is None:
+        dt = _inferred_dtype(data)
     try:
         arr = numpy.array(data, dtype=dt)
+    except OverflowError:
+        arr = _out_of_range(data, dt)
     except (ValueError, TypeError) as exc:
+        ragged = _ragged_message(data)
+        if ragged is not None:
+            raise TypeError(f"tensor(): {ragged}") from None
         raise TypeError(f"tensor() cannot make a tensor from this data: {exc}") from None
     if arr.dtype == object:
         raise TypeError("tensor() needs numbers or nested sequences of numbers of equal length")
-    _check_numeric(arr)
-    if dt is None and arr.dtype.kind == "f":
-        arr = arr.astype(float32)
-    elif dt is None and arr.dtype.kind in "iu":
-        arr = arr.astype(int64)
-    return arr
+    return _check_numeric(arr)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` as a tensor, without a copy when it can be.
+
+    A Tensor of the asked dtype and device is returned itself (else converted
+    with ``to``, which records the conversion); a NumPy array of the asked
+    dtype for the CPU is shared, as :func:`from_numpy`; anything else is
+    copied, as :func:`tensor`.
+    """
+    if isinstance(data, Tensor):
+        return data.to(data.device if device is None else device, dtype)  # type: ignore[attr-defined]
+    if isinstance(data, numpy.ndarray):
+        dt = _resolve_dtype(dtype)
+        dev = CPU if device is None else devices.device(device)
+        if dev is CPU and (dt is None or dt == data.dtype):
+            return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def is_tensor(obj: Any) -> bool:
+    return isinstance(obj, Tensor)
 
 
 def from_numpy(array: numpy.ndarray) -> Tensor:
@@ -585,6 +839,12 @@ def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool 
     return _finish(*_place(arr, device), requires_grad)
 
 
+def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor whose values are whatever the memory held (as PyTorch's)."""
+    arr = numpy.empty(_shape_arg(size), dtype=_default_float(dtype))
+    return _finish(*_place(arr, device), requires_grad)
+
+
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     shape = _shape_arg((size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
@@ -603,15 +863,26 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
     return _finish(*_place(arr, device), requires_grad)
 
 
+def _real_arg(fn: str, name: str, value: Any) -> Any:
+    """A number argument of ``arange``/``linspace``; a 0-d tensor gives its value."""
+    if isinstance(value, Tensor) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{fn}: {name} must be a real number, got {type(value).__name__}")
+    return value
+
+
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
     if end is None:
         start, end = 0, start
-    for name, value in (("start", start), ("end", end), ("step", step)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"arange: {name} must be a real number, got {type(value).__name__}")
+    start = _real_arg("arange", "start", start)
+    end = _real_arg("arange", "end", end)
+    step = _real_arg("arange", "step", step)
     if step == 0:
-        raise RuntimeError("arange: step must be nonzero")
+        raise RuntimeError("step must be nonzero")
+    if (step > 0 and start > end) or (step < 0 and start < end):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     dt = _resolve_dtype(dtype)
     if dt is None:
         is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
@@ -620,8 +891,46 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
     return _finish(*_place(arr, device), requires_grad)
 
 
+def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """``steps`` values evenly spaced from ``start`` to ``end`` (both included).
+
+    As PyTorch's: computed in the result's dtype (float32 by default), the
+    first half stepping up from ``start`` and the second down from ``end``
+    (the ends are exact; inner values may differ from PyTorch's in the last
+    bit, as its SIMD kernel's do between CPUs); an integer dtype truncates
+    the float values.
+    """
+    start = _real_arg("linspace", "start", start)
+    end = _real_arg("linspace", "end", end)
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
+        raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dt = _default_float(dtype)
+    if dt.kind == "b":
+        raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
+    work = dt if dt.kind == "f" else float64
+    arr = numpy.empty(int(steps), dtype=work)
+    if steps == 1:
+        arr[0] = start
+    elif steps > 1:
+        first, last = work.type(start), work.type(end)
+        step = (last - first) / work.type(steps - 1)
+        index = numpy.arange(steps, dtype=work)
+        half = steps // 2
+        arr[:half] = first + step * index[:half]
+        arr[half:] = last - step * (work.type(steps - 1) - index[half:])
+    if work is not dt:
+        arr = numpy.trunc(arr).astype(dt)
+    return _finish(*_place(arr, device), requires_grad)
+
+
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
         requires_grad: bool = False) -> Tensor:
+    for name, value in (("n", n), ("m", m)):
+        if isinstance(value, numbers.Integral) and value < 0:
+            raise ValueError(f"{name} must be greater or equal to 0, got {value}")
     arr = numpy.eye(n, m, dtype=_default_float(dtype))
     return _finish(*_place(arr, device), requires_grad)
 
@@ -635,17 +944,27 @@ def manual_seed(seed: int) -> None:
     _rng = numpy.random.default_rng(seed)
 
 
+def _random_dtype(dtype: Any, kernel: str) -> numpy.dtype:
+    """float32 by default; a bool or integer dtype raises, as in PyTorch."""
+    dt = _default_float(dtype)
+    if dt.kind not in "fc":
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dt)}'")
+    return dt
+
+
 def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
           generator: numpy.random.Generator | None = None) -> Tensor:
     gen = _rng if generator is None else generator
-    arr = gen.standard_normal(_shape_arg(size)).astype(_default_float(dtype))
+    dt = _random_dtype(dtype, "normal_kernel_cpu")
+    arr = gen.standard_normal(_shape_arg(size)).astype(dt)
     return _finish(*_place(arr, device), requires_grad)
 
 
 def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
          generator: numpy.random.Generator | None = None) -> Tensor:
     gen = _rng if generator is None else generator
-    arr = gen.random(_shape_arg(size)).astype(_default_float(dtype))
+    dt = _random_dtype(dtype, "check_uniform_bounds")
+    arr = gen.random(_shape_arg(size)).astype(dt)
     return _finish(*_place(arr, device), requires_grad)
 
 
@@ -664,6 +983,7 @@ def _like(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
 
 zeros_like = _like(zeros)
 ones_like = _like(ones)
+empty_like = _like(empty)
 full_like = _like(full)
 randn_like = _like(randn)
 rand_like = _like(rand)

@@ -1,4 +1,4 @@
-"""Arithmetic: broadcasting ``+ - * / **``, negation, comparisons.
+"""Arithmetic: broadcasting ``+ - * / **``, negation; comparisons and logical ops.
 
 A Python number operand stays a number (weak dtype, NEP 50); its next edge
 is None, as in PyTorch: ``y * 2.0`` records a MulBackward0 whose next edges
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor
+from .._tensor import Tensor, scalar_type_name
 from ..graph._node import Node
 from . import _dual
 from ._promote import result_type
@@ -438,20 +438,134 @@ def rpow(a: Tensor, b: Any) -> Tensor:
     return out
 
 
-# ---- comparisons (no gradient) ----
+# ---- comparisons and logical ops (no gradient) ----
+
+def broadcast_error(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> RuntimeError:
+    """PyTorch's error for shapes that do not broadcast (NumPy raised ValueError): their
+    first clash from the right, numbered as a dim of the broadcast result."""
+    n = max(len(a_shape), len(b_shape))
+    for dim in range(n - 1, -1, -1):
+        i, j = dim - n + len(a_shape), dim - n + len(b_shape)
+        sa = a_shape[i] if i >= 0 else 1
+        sb = b_shape[j] if j >= 0 else 1
+        if sa != sb and sa != 1 and sb != 1:
+            return RuntimeError(
+                f"The size of tensor a ({sa}) must match the size of tensor b ({sb}) at "
+                f"non-singleton dimension {dim}"
+            )
+    return RuntimeError(f"shapes {list(a_shape)} and {list(b_shape)} do not broadcast")
+
 
 def _compare(name: str) -> Any:
     def compare(a: Tensor, b: Any) -> Tensor:
         if b is None or isinstance(b, str):
             return NotImplemented  # ``t == None`` is False, as in PyTorch; ``t < None`` raises
         b = scalar_or_tensor(b, a)
-        other = b.data if type(b) is Tensor else b
-        if type(b) is Tensor:
-            check_same_device(a, b)
-        return plain(getattr(a.data, name)(other), a.device)
+        if type(b) is not Tensor:
+            return plain(getattr(a.data, name)(b), a.device)
+        check_same_device(a, b)
+        try:
+            return plain(getattr(a.data, name)(b.data), a.device)
+        except ValueError:
+            raise broadcast_error(a.shape, b.shape) from None
 
     compare.__name__ = name.strip("_")
     return compare
+
+
+def _bitwise(name: str) -> Any:
+    """``&``, ``|`` or ``^`` (``name``: ``bitwise_and`` ...): bool and integer tensors only,
+    with the operands' result type (Note [Type promotion])."""
+
+    def bitwise(a: Tensor, b: Any) -> Tensor:
+        if b is None or isinstance(b, str):
+            return NotImplemented
+        b = scalar_or_tensor(b, a)
+        rt = result_type(a, b)
+        if rt.kind not in "biu":
+            raise NotImplementedError(
+                f"\"{name}_cpu\" not implemented for '{scalar_type_name(rt)}'"
+            )
+        ufunc = getattr(a.device.xp, name)
+        x = a.data if a.data.dtype == rt else a.data.astype(rt)
+        if type(b) is not Tensor:
+            return plain(ufunc(x, b), a.device)
+        dev = check_same_device(a, b)
+        y = b.data if b.data.dtype == rt else b.data.astype(rt)
+        try:
+            return plain(ufunc(x, y), dev)
+        except ValueError:
+            raise broadcast_error(a.shape, b.shape) from None
+
+    bitwise.__name__ = name
+    return bitwise
+
+
+def bitwise_not(a: Tensor) -> Tensor:
+    """``~a``: logical not of a bool tensor, bitwise not of an integer one."""
+    if a.data.dtype.kind not in "biu":
+        raise TypeError(
+            "~ (operator.invert) is only implemented on integer and Boolean-type tensors"
+        )
+    return plain(a.device.xp.invert(a.data), a.device)
+
+
+def _logical(name: str) -> Any:
+    """``logical_and``/``or``/``xor``: a bool tensor, nonzero counting as True."""
+
+    def logical(a: Tensor, other: Tensor) -> Tensor:
+        if not isinstance(other, Tensor):
+            raise TypeError(
+                f"{name}(): argument 'other' (position 1) must be Tensor, not "
+                f"{type(other).__name__}"
+            )
+        dev = check_same_device(a, other)
+        try:
+            return plain(getattr(dev.xp, name)(a.data, other.data), dev)
+        except ValueError:
+            raise broadcast_error(a.shape, other.shape) from None
+
+    logical.__name__ = name
+    return logical
+
+
+def logical_not(a: Tensor) -> Tensor:
+    """A bool tensor: True where ``a`` is zero."""
+    return plain(a.device.xp.logical_not(a.data), a.device)
+
+
+def _other_tensor(fn: str, other: Any) -> Tensor:
+    if not isinstance(other, Tensor):
+        raise TypeError(
+            f"{fn}(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}"
+        )
+    return other
+
+
+def equal(input: Tensor, other: Tensor) -> bool:  # noqa: A002
+    """True if both have the same shape and the same values (dtypes may differ; NaN is
+    equal to nothing)."""
+    other = _other_tensor("equal", other)
+    dev = check_same_device(input, other)
+    if input.shape != other.shape:
+        return False
+    return bool(dev.xp.all(input.data == other.data))
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002
+             equal_nan: bool = False) -> bool:
+    """True if ``|input - other| <= atol + rtol * |other|`` everywhere (broadcasting);
+    both must have one dtype, as in PyTorch."""
+    other = _other_tensor("allclose", other)
+    dev = check_same_device(input, other)
+    if input.dtype != other.dtype:
+        raise RuntimeError(
+            f"{scalar_type_name(input.dtype)} did not match {scalar_type_name(other.dtype)}"
+        )
+    try:
+        return bool(dev.xp.allclose(input.data, other.data, rtol, atol, equal_nan))
+    except ValueError:
+        raise broadcast_error(input.shape, other.shape) from None
 
 
 # ---- Tensor methods ----
@@ -477,3 +591,13 @@ for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
     setattr(Tensor, _name, _compare(_name))
 Tensor.lt, Tensor.le, Tensor.gt = Tensor.__lt__, Tensor.__le__, Tensor.__gt__
 Tensor.ge, Tensor.eq, Tensor.ne = Tensor.__ge__, Tensor.__eq__, Tensor.__ne__
+Tensor.bitwise_and = Tensor.__and__ = Tensor.__rand__ = _bitwise("bitwise_and")
+Tensor.bitwise_or = Tensor.__or__ = Tensor.__ror__ = _bitwise("bitwise_or")
+Tensor.bitwise_xor = Tensor.__xor__ = Tensor.__rxor__ = _bitwise("bitwise_xor")
+Tensor.bitwise_not = Tensor.__invert__ = bitwise_not
+Tensor.logical_and = _logical("logical_and")
+Tensor.logical_or = _logical("logical_or")
+Tensor.logical_xor = _logical("logical_xor")
+Tensor.logical_not = logical_not
+Tensor.equal = equal
+Tensor.allclose = allclose

@@ -1,11 +1,12 @@
-"""``matmul`` / ``@``: 1-D, 2-D and batched N-D with broadcast batch dims (as torch.matmul).
+"""``matmul`` / ``@``: 1-D, 2-D and batched N-D with broadcast batch dims (as torch.matmul);
+``mm``, ``bmm``, ``dot`` and ``mv``, its single cases with their own checks.
 
 The node records the case, named as PyTorch names its grad_fn: DotBackward0
 (1-D @ 1-D), MvBackward0 (2-D @ 1-D), MmBackward0 (2-D @ 2-D),
-SqueezeBackward4 (1-D @ 2-D) and UnsafeViewBackward0 (any N-D case). The 2-D
-case is the hot path of an MLP: for ``x @ W.T`` its backward is exactly
-``g @ W`` and ``x.T @ g`` (transposes are views), and it saves only the
-operand the other's gradient needs. Batch dims an operand was broadcast
+SqueezeBackward4 (1-D @ 2-D) and UnsafeViewBackward0 (any N-D case; bmm's
+is BmmBackward0). The 2-D case is the hot path of an MLP: for ``x @ W.T`` its
+backward is exactly ``g @ W`` and ``x.T @ g`` (transposes are views), and it
+saves only the operand the other's gradient needs. Batch dims an operand was broadcast
 along are summed away by the engine (Note [Broadcast gradients]).
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._tensor import Tensor
+from .._tensor import Tensor, cpp_type_name, scalar_type_name
 from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor
@@ -136,6 +137,35 @@ _NODES: dict[tuple[int, int], type[_MatmulNode]] = {
 }
 
 
+class BmmBackward0(UnsafeViewBackward0):
+    """``bmm``: ``(B, n, k) @ (B, k, m)``."""
+
+    __slots__ = ()
+
+
+def _dtype_error(a: Any, b: Any) -> RuntimeError:
+    """PyTorch's error for operands of two dtypes, worded as the kernel matmul picks."""
+    if b.ndim > 2:
+        return RuntimeError(
+            f"expected scalar type {scalar_type_name(a.dtype)} but found "
+            f"{scalar_type_name(b.dtype)}"
+        )
+    if b.ndim == 2:
+        return RuntimeError(
+            "expected m1 and m2 to have the same dtype, but got: "
+            f"{cpp_type_name(a.dtype)} != {cpp_type_name(b.dtype)}"
+        )
+    if a.ndim == 1:
+        return RuntimeError(
+            "dot : expected both vectors to have same dtype, but found "
+            f"{scalar_type_name(a.dtype)} and {scalar_type_name(b.dtype)}"
+        )
+    vec, mat = scalar_type_name(b.dtype), scalar_type_name(a.dtype)
+    return RuntimeError(
+        f"addmv input tensors must have the same dtype, but got {vec}, {mat}, and {vec}"
+    )
+
+
 def _shapes_error(a: Any, b: Any) -> RuntimeError:
     return RuntimeError(
         f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied: the last "
@@ -162,6 +192,8 @@ def matmul(a: Tensor, b: Any) -> Tensor:
         )
     if ad.shape[-1] != bd.shape[0 if bd.ndim == 1 else -2]:
         raise _shapes_error(ad, bd)
+    if ad.dtype != bd.dtype:
+        raise _dtype_error(ad, bd)
     try:
         data = ad @ bd
     except ValueError:
@@ -191,8 +223,92 @@ def rmatmul(a: Tensor, b: Any) -> Tensor:
     return matmul(other, a)
 
 
+# ---- mm / bmm / dot / mv: matmul for one case, with PyTorch's checks ----
+
+def _tensor_arg(fn: str, name: str, value: Any) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(
+            f"{fn}(): argument '{name}' (position 1) must be Tensor, not {type(value).__name__}"
+        )
+    return value
+
+
+def mm(a: Tensor, mat2: Tensor) -> Tensor:
+    """``(n, k) @ (k, m)``; both must be matrices."""
+    b = _tensor_arg("mm", "mat2", mat2)
+    if a.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if b.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+            f"{b.shape[0]}x{b.shape[1]})"
+        )
+    return matmul(a, b)
+
+
+def bmm(a: Tensor, mat2: Tensor) -> Tensor:
+    """``(B, n, k) @ (B, k, m)``; both must be 3-D with the same batch size (no broadcast)."""
+    b = _tensor_arg("bmm", "mat2", mat2)
+    if a.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if b.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if b.shape[:2] != (a.shape[0], a.shape[2]):
+        raise RuntimeError(
+            "Expected size for first two dimensions of batch2 tensor to be: "
+            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}]."
+        )
+    if a.dtype != b.dtype:
+        raise _dtype_error(a, b)
+    dev = check_same_device(a, b)
+    data = a.data @ b.data
+    edges = edges_of(a, b)
+    if edges is None:
+        return plain(data, dev)
+    node = BmmBackward0(edges)
+    node.self_ = save(a) if edges[1] is not None else None
+    node.other = save(b) if edges[0] is not None else None
+    node.a_vec = node.b_vec = node.fold = False
+    return record(node, data, dev)
+
+
+def dot(a: Tensor, tensor: Tensor) -> Tensor:
+    """The inner product of two 1-D tensors of one dtype and length."""
+    b = _tensor_arg("dot", "tensor", tensor)
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.dtype != b.dtype:
+        raise _dtype_error(a, b)
+    if a.shape != b.shape:
+        n, m = a.shape[0], b.shape[0]
+        raise RuntimeError(
+            f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to have the same "
+            f"number of elements, but got {n} and {m} elements respectively"
+        )
+    return matmul(a, b)
+
+
+def mv(a: Tensor, vec: Tensor) -> Tensor:
+    """``(n, k) @ (k,)``."""
+    b = _tensor_arg("mv", "vec", vec)
+    if a.ndim != 2 or b.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(
+            f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), "
+            f"vec ({b.shape[0]})"
+        )
+    return matmul(a, b)
+
+
 # ---- Tensor methods ----
 
 Tensor.matmul = matmul
+Tensor.mm = mm
+Tensor.bmm = bmm
+Tensor.dot = dot
+Tensor.mv = mv
 Tensor.__matmul__ = matmul
 Tensor.__rmatmul__ = rmatmul

@@ -1,22 +1,28 @@
-"""Reductions: ``sum mean max min``, over all elements or over ``dim``.
+"""Reductions: ``sum mean prod std var max min amax amin argmax argmin any all norm
+logsumexp`` over all elements or over ``dim``, and the scan ``cumsum``.
 
 Sum and mean send the gradient back by reshaping it to the kept-dims shape
 and expanding it to the input's shape (a broadcast view, no copy). A full
 ``max``/``min`` splits the gradient evenly among the elements equal to the
 result (PyTorch's ``evenly_distribute_backward``); with ``dim`` the whole
 gradient goes to the index returned, the first occurrence of a tie.
-See Note [Dual backward formulas].
+``amax``/``amin`` split it evenly among the ties of each reduced slice.
+The other formulas first reshape the gradient (and the saved result) to the
+kept-dims shape, so they broadcast against the input.
+See Note [Dual backward formulas] and Note [Silent singular points].
 """
 
 from __future__ import annotations
 
 import builtins
 import math
+import numbers
+import warnings
 from typing import Any, NamedTuple
 
 import numpy
 
-from .._tensor import Tensor
+from .._tensor import Tensor, _resolve_dtype, float32, int64, scalar_type_name
 from ..graph._node import Node
 from . import _dual
 from ._record import edges_of, plain, record, save
@@ -62,6 +68,40 @@ def as_array(data: Any) -> Any:
     return numpy.asarray(data) if isinstance(data, numpy.generic) else data
 
 
+def _kept(x: Any, kept_shape: tuple[int, ...]) -> Any:
+    """``x`` (a gradient or a saved result, array or Tensor) reshaped to ``kept_shape``."""
+    return x if x.shape == kept_shape else _dual.reshape(x, kept_shape)
+
+
+def _cast_dtype(a: Tensor, dtype: Any, name: str) -> numpy.dtype:
+    """The ``dtype=`` argument of ``name`` resolved; PyTorch casts the input to it first.
+
+    An integer result cannot carry a gradient: PyTorch refuses one when ``a``
+    requires grad (in grad mode).
+    """
+    dt = _resolve_dtype(dtype)
+    if dt.kind != "f":
+        if name == "mean":
+            raise RuntimeError(
+                "mean(): could not infer output dtype. Optional dtype must be either a "
+                f"floating point or complex dtype. Got: {scalar_type_name(dt)}"
+            )
+        if edges_of(a) is not None:
+            raise RuntimeError(
+                f"Autograd not support dtype: {scalar_type_name(dt)}; {name}(dtype=...) of a "
+                "tensor that requires grad needs a floating dtype"
+            )
+    return dt
+
+
+def _invalid_keepdim(name: str, keepdim: Any, signatures: str) -> TypeError:
+    return TypeError(
+        f"{name}() received an invalid combination of arguments - got "
+        f"(keepdim={type(keepdim).__name__}, ), but expected one of: {signatures}; "
+        f"keepdim needs a dim, e.g. t.{name}(0, keepdim=True)"
+    )
+
+
 # ---- sum / mean ----
 
 class SumBackward0(Node):
@@ -104,8 +144,10 @@ class MeanBackward1(MeanBackward0):
     __slots__ = ()
 
 
-def _reduce(a: Tensor, dim: Any, keepdim: bool, is_mean: bool) -> Tensor:
+def _reduce(a: Tensor, dim: Any, keepdim: bool, is_mean: bool, dtype: Any = None) -> Tensor:
     x = a.data
+    if dtype is not None:
+        x = x.astype(_cast_dtype(a, dtype, "mean" if is_mean else "sum"), copy=False)
     dims = reduction_dims(dim, x.ndim)
     if is_mean:
         if x.dtype.kind != "f":
@@ -114,8 +156,10 @@ def _reduce(a: Tensor, dim: Any, keepdim: bool, is_mean: bool) -> Tensor:
                 f"dtype, got {x.dtype}; convert first, e.g. t.to(dtype=aiograd.float32)"
             )
         data = x.mean(axis=dims, keepdims=keepdim) if x.size else _mean_of_empty(x, dims, keepdim)
-    else:
+    elif dtype is None:
         data = x.sum(axis=dims, keepdims=keepdim)
+    else:  # NumPy would widen a small integer dtype
+        data = x.sum(axis=dims, keepdims=keepdim, dtype=x.dtype)
     data = as_array(data)
     edges = edges_of(a)
     if edges is None:
@@ -138,14 +182,16 @@ def _mean_of_empty(x: Any, dims: tuple[int, ...], keepdim: bool) -> Any:
     return x.sum(axis=dims, keepdims=keepdim) / math.prod(x.shape[d] for d in dims)
 
 
-def sum(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Sum over ``dim`` (an int, a tuple of ints, or None for all)."""
-    return _reduce(a, dim, keepdim, is_mean=False)
+def sum(a: Tensor, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
+        dtype: Any = None) -> Tensor:
+    """Sum over ``dim`` (an int, a tuple of ints, or None for all), of ``a`` cast to ``dtype``."""
+    return _reduce(a, dim, keepdim, False, dtype)
 
 
-def mean(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Mean over ``dim`` (an int, a tuple of ints, or None for all); floating dtypes only."""
-    return _reduce(a, dim, keepdim, is_mean=True)
+def mean(a: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """Mean over ``dim`` (an int, a tuple of ints, or None for all), of ``a`` cast to
+    ``dtype``; floating dtypes only."""
+    return _reduce(a, dim, keepdim, True, dtype)
 
 
 # ---- max / min ----
@@ -207,11 +253,16 @@ class MinBackward0(MaxBackward0):
     __slots__ = ()
 
 
-def _extreme(a: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Any:
+_EXTREME_SIGNATURES = "(), (Tensor other), (int dim, bool keepdim = False)"
+
+
+def _extreme(a: Tensor, dim: Any, keepdim: bool | None, is_max: bool) -> Any:
     name = "max" if is_max else "min"
     x = a.data
     xp = a.device.xp
     if dim is None:
+        if keepdim is not None:
+            raise _invalid_keepdim(name, keepdim, _EXTREME_SIGNATURES)
         if x.size == 0:
             raise RuntimeError(
                 f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
@@ -251,14 +302,634 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Any:
     return ValuesIndices(record(node, values, a.device), indices)
 
 
-def max(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
-    """The largest element, or ``(values, indices)`` along ``dim``."""
+def max(a: Tensor, dim: Any = None, keepdim: bool | None = None) -> Any:  # noqa: A001
+    """The largest element, or ``(values, indices)`` along ``dim``.
+
+    ``keepdim`` (default False) needs ``dim``: ``max(keepdim=...)`` raises TypeError, as
+    PyTorch.
+    """
     return _extreme(a, dim, keepdim, is_max=True)
 
 
-def min(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
-    """The smallest element, or ``(values, indices)`` along ``dim``."""
+def min(a: Tensor, dim: Any = None, keepdim: bool | None = None) -> Any:  # noqa: A001
+    """The smallest element, or ``(values, indices)`` along ``dim`` (``keepdim`` as max)."""
     return _extreme(a, dim, keepdim, is_max=False)
+
+
+# ---- prod ----
+
+def _prod_kept(x: Any, dims: tuple[int, ...]) -> Any:
+    """The product over ``dims``, kept, of an array or a Tensor (recorded)."""
+    if type(x) is Tensor:
+        return _prod(x, dims, True, ProdBackward1)
+    return x.prod(axis=dims, keepdims=True)
+
+
+@numpy.errstate(all="ignore")  # inf * 0 beside a zero
+def _prod_grad_with_zeros(g: Any, x: Any, dims: tuple[int, ...]) -> Any:
+    """``g`` times the product of the other elements of each slice, some elements being 0.
+
+    For element i of a slice with ``m`` zeros that product is ``z_i * rest / x'_i``:
+    ``x'`` is x with its zeros set to 1, ``rest`` the product of ``x'`` over the slice,
+    and ``z_i`` the product of the slice's zeros other than x_i (1 if there are none,
+    else 0 in value). ``z_i`` is written with ``s``, the sum of the zeros, exactly to
+    first order in them: ``[m == 0] + [m == 1] * s`` for a nonzero x_i, and
+    ``[m == 1] + [m == 2] * (s - x_i)`` for a zero. So the gradient of this gradient
+    (create_graph) is exact too; the third derivative, while m <= 1.
+    """
+    xa = _dual.raw(x)
+    zero = xa == 0
+    count = zero.sum(axis=dims, keepdims=True)
+    none, one, two = ((count == k).astype(xa.dtype) for k in (0, 1, 2))
+    s = _dual.sum_dims(_dual.where(zero, x, 0), dims, keepdim=True)
+    others = _dual.where(zero, one + two * (s - x), none + one * s)
+    nonzero = _dual.where(zero, 1, x)
+    return g * (others * (_prod_kept(nonzero, dims) / nonzero))
+
+
+class ProdBackward0(Node):
+    """Full product: ``g * (result / x)`` (PyTorch's formula) when no element is 0, else
+    the product of the other elements (:func:`_prod_grad_with_zeros`).
+
+    Invariant: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1.
+    """
+
+    __slots__ = ("self_", "result", "dims", "kept_shape")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if not self.kept_shape:  # a 0-d input is its own product
+            return (g,)
+        g = _kept(g, self.kept_shape)
+        x = self.self_.unpack(self, create_graph)
+        if bool((_dual.raw(x) == 0).any()):
+            return (_prod_grad_with_zeros(g, x, self.dims),)
+        result = _kept(self.result.unpack(self, create_graph), self.kept_shape)
+        return (g * (result / x),)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.result.release()
+
+
+class ProdBackward1(ProdBackward0):
+    """``prod(dim)``."""
+
+    __slots__ = ()
+
+
+def _prod(a: Tensor, dims: tuple[int, ...], keepdim: bool, node_cls: type[Node],
+          dtype: numpy.dtype | None = None) -> Tensor:
+    """The product of ``a`` (already cast to ``dtype``) over ``dims``."""
+    x = a.data
+    if dtype is None and x.dtype.kind in "biu":
+        dtype = int64
+    data = as_array(x.prod(axis=dims, keepdims=keepdim, dtype=dtype))
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = node_cls(edges)
+    node.self_ = save(a)
+    node.dims = dims
+    node.kept_shape = _kept_shape(x.shape, dims)
+    out = record(node, data, a.device)
+    node.result = save(out, is_output=True)
+    return out
+
+
+def prod(a: Tensor, dim: Any = None, keepdim: bool | None = None, *,
+         dtype: Any = None) -> Tensor:
+    """The product of all elements, or over the int ``dim``; of ``a`` cast to ``dtype``.
+
+    Integers and bools multiply in int64. ``keepdim`` (default False) needs ``dim``.
+    """
+    if dim is None and keepdim is not None:
+        raise _invalid_keepdim(
+            "prod", keepdim, "(*, dtype = None), (int dim, bool keepdim = False, *, dtype = None)"
+        )
+    if dtype is not None:  # a recorded cast: the formula needs the cast values
+        dtype = _cast_dtype(a, dtype, "prod")
+        a = a.to(dtype=dtype)
+    if dim is None:
+        return _prod(a, tuple(range(a.ndim)), False, ProdBackward0, dtype)
+    d = normalize_dim(dim, a.ndim)
+    return _prod(a, (d,) if a.ndim else (), bool(keepdim), ProdBackward1, dtype)
+
+
+# ---- std / var ----
+
+def _moment_args(name: str, dim: Any, unbiased: Any, keepdim: bool,
+                 correction: Any) -> tuple[Any, int | float]:
+    """``(dim, correction)`` from PyTorch's three forms: ``var(unbiased)``,
+    ``var(dim, unbiased, keepdim)`` and ``var(dim, *, correction, keepdim)``."""
+    if isinstance(dim, bool):  # var(True): the unbiased flag
+        if unbiased is not None or keepdim is not False or correction is not None:
+            raise TypeError(
+                f"{name}() received an invalid combination of arguments - got a bool first "
+                f"(unbiased) and more arguments; use {name}(dim, unbiased, keepdim)"
+            )
+        dim, unbiased = None, dim
+    if unbiased is not None:
+        if not isinstance(unbiased, bool):
+            raise TypeError(
+                f"{name}(): argument 'unbiased' must be bool, not {type(unbiased).__name__}"
+            )
+        if correction is not None:
+            raise TypeError(
+                f"{name}() received an invalid combination of arguments - got both unbiased "
+                "and correction; pass one (unbiased=False is correction=0)"
+            )
+        return dim, int(unbiased)
+    if correction is None:
+        return dim, 1
+    if not isinstance(correction, numbers.Real):
+        raise TypeError(
+            f"{name}(): argument 'correction' must be a number, not {type(correction).__name__}"
+        )
+    return dim, correction
+
+
+def _mean_kept(x: Any, dims: tuple[int, ...], count: int) -> Any:
+    return _dual.sum_dims(x, dims, keepdim=True) / count
+
+
+def _var_grad(g: Any, x: Any, dims: tuple[int, ...], count: int, dof: float) -> Any:
+    """``2 g (x - mean) / dof`` (PyTorch's); ``dof == 0`` scales by inf, as PyTorch."""
+    return (2 / dof if dof else math.inf) * g * (x - _mean_kept(x, dims, count))
+
+
+class VarBackward0(Node):
+    """``2 g (x - mean) / dof`` over ``dims``.
+
+    Invariants: ``count >= 1`` elements per slice (an empty input keeps 1: its gradient
+    is empty whatever the divisor); ``dof == max(0, elements - correction)``.
+    """
+
+    __slots__ = ("self_", "dims", "kept_shape", "count", "dof")
+
+    @numpy.errstate(all="ignore")  # dof == 0: inf * 0
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.self_.unpack(self, create_graph)
+        g = _kept(grads[0], self.kept_shape)
+        return (_var_grad(g, x, self.dims, self.count, self.dof),)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+
+
+class StdBackward0(VarBackward0):
+    """The variance's formula with ``g / (2 std)``, 0 where std == 0 (PyTorch's)."""
+
+    __slots__ = ("result",)
+
+    @numpy.errstate(all="ignore")  # g / 0 where std == 0 (masked); dof == 0
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.self_.unpack(self, create_graph)
+        std = _kept(self.result.unpack(self, create_graph), self.kept_shape)
+        g = _kept(grads[0], self.kept_shape)
+        g = _dual.where(_dual.raw(std) == 0, 0, g / (std * 2))
+        return (_var_grad(g, x, self.dims, self.count, self.dof),)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.result.release()
+
+
+@numpy.errstate(all="ignore")  # an empty slice: 0 / 0; dof == 0
+def _variance(x: Any, dims: tuple[int, ...], keepdim: bool, count: int, dof: float) -> Any:
+    centered = x - x.sum(axis=dims, keepdims=True) / count
+    return as_array((centered * centered).sum(axis=dims, keepdims=keepdim) / dof)
+
+
+def _moment(a: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any,
+            is_std: bool) -> Tensor:
+    name = "std" if is_std else "var"
+    x = a.data
+    if x.dtype.kind != "f":
+        raise RuntimeError(
+            f"std and var only support floating point and complex dtypes, got {x.dtype}; "
+            f"convert first, e.g. t.to(dtype=aiograd.float32).{name}()"
+        )
+    dim, correction = _moment_args(name, dim, unbiased, keepdim, correction)
+    dims = reduction_dims(dim, x.ndim)
+    count = math.prod(x.shape[d] for d in dims)
+    dof = builtins.max(0, count - correction)
+    if dof <= 0:
+        warnings.warn(
+            f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than "
+            "the reduction factor (input numel divided by output numel).",
+            UserWarning, stacklevel=3,
+        )
+    data = _variance(x, dims, keepdim, count, dof)
+    if is_std:
+        data = a.device.xp.sqrt(data)
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = (StdBackward0 if is_std else VarBackward0)(edges)
+    node.self_ = save(a)
+    node.dims = dims
+    node.kept_shape = _kept_shape(x.shape, dims)
+    node.count = count or 1
+    node.dof = dof
+    out = record(node, data, a.device)
+    if is_std:
+        node.result = save(out, is_output=True)
+    return out
+
+
+def std(a: Tensor, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: int | float | None = None) -> Tensor:
+    """The standard deviation over ``dim`` (None: all): the square root of :func:`var`.
+
+    ``correction`` defaults to 1 (Bessel's). PyTorch's older forms work too:
+    ``std(unbiased)`` and ``std(dim, unbiased, keepdim)`` (unbiased=False is correction=0).
+    """
+    return _moment(a, dim, unbiased, keepdim, correction, is_std=True)
+
+
+def var(a: Tensor, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: int | float | None = None) -> Tensor:
+    """The variance over ``dim`` (None: all): the sum of the squared deviations from the
+    mean over ``N - correction`` (arguments as :func:`std`)."""
+    return _moment(a, dim, unbiased, keepdim, correction, is_std=False)
+
+
+# ---- amax / amin ----
+
+class AmaxBackward0(Node):
+    """The gradient of each reduced slice split evenly among its elements equal to the
+    result (PyTorch's ``scale_grad_by_count``: NaN over a slice whose result is NaN).
+
+    Invariant: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1.
+    """
+
+    __slots__ = ("self_", "result", "dims", "kept_shape")
+
+    @numpy.errstate(all="ignore")  # a NaN slice: g / 0 * 0
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.self_.unpack(self, False)
+        hit = x == self.result.unpack(self, False).reshape(self.kept_shape)
+        count = hit.sum(axis=self.dims, keepdims=True, dtype=x.dtype)
+        return ((_kept(grads[0], self.kept_shape) / count) * hit.astype(x.dtype),)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.result.release()
+
+
+class AminBackward0(AmaxBackward0):
+    __slots__ = ()
+
+
+def _check_nonempty(name: str, x: Any, dim: Any, dims: tuple[int, ...]) -> None:
+    """PyTorch's errors for a reduction without identity over no element."""
+    if x.size == 0 and (dim is None or dim == () or dim == []):
+        raise RuntimeError(
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+            "Specify the reduction dim with the 'dim' argument."
+        )
+    for d in dims:
+        if x.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _amax_amin(a: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Tensor:
+    x = a.data
+    dims = reduction_dims(dim, x.ndim)
+    _check_nonempty("amax" if is_max else "amin", x, dim, dims)
+    data = as_array((x.max if is_max else x.min)(axis=dims, keepdims=keepdim))
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = (AmaxBackward0 if is_max else AminBackward0)(edges)
+    node.self_ = save(a)
+    node.dims = dims
+    node.kept_shape = _kept_shape(x.shape, dims)
+    out = record(node, data, a.device)
+    node.result = save(out, is_output=True)
+    return out
+
+
+def amax(a: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    """The largest values over ``dim`` (``()`` or None: all); ties share the gradient."""
+    return _amax_amin(a, dim, keepdim, is_max=True)
+
+
+def amin(a: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    """The smallest values over ``dim`` (``()`` or None: all); ties share the gradient."""
+    return _amax_amin(a, dim, keepdim, is_max=False)
+
+
+# ---- argmax / argmin ----
+
+def _arg_extreme(a: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Tensor:
+    """int64 indices of the first extreme (the first NaN, if any: NaN wins, as PyTorch)."""
+    name = "argmax" if is_max else "argmin"
+    x = a.data
+    if x.dtype.kind == "b":
+        raise RuntimeError(f"{name}(): does not support bool input; convert it first, "
+                           f"e.g. t.to(aiograd.int64).{name}()")
+    find = x.argmax if is_max else x.argmin
+    if dim is None:
+        if x.size == 0:
+            raise IndexError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
+            )
+        idx = as_array(find()).astype(int64, copy=False)
+        if keepdim:
+            idx = idx.reshape((1,) * x.ndim)
+        return plain(idx, a.device)
+    d = normalize_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return plain(a.device.xp.zeros((), dtype=int64), a.device)
+    if x.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    return plain(find(axis=d, keepdims=keepdim).astype(int64, copy=False), a.device)
+
+
+def argmax(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the largest element (of the flattened tensor when ``dim`` is None)."""
+    return _arg_extreme(a, dim, keepdim, is_max=True)
+
+
+def argmin(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the smallest element (of the flattened tensor when ``dim`` is None)."""
+    return _arg_extreme(a, dim, keepdim, is_max=False)
+
+
+# ---- any / all ----
+
+def _any_all(a: Tensor, dim: Any, keepdim: bool, is_any: bool) -> Tensor:
+    """Bool results (uint8 for a uint8 input, as PyTorch); ``dim=()`` reduces nothing."""
+    x = a.data
+    if dim is None:
+        dims = tuple(range(x.ndim))
+    elif isinstance(dim, (tuple, list)) and not dim:
+        dims = ()
+    else:
+        dims = reduction_dims(dim, x.ndim)
+    data = as_array((x.any if is_any else x.all)(axis=dims, keepdims=keepdim))
+    if x.dtype == numpy.uint8:
+        data = data.astype(x.dtype)
+    return plain(data, a.device)
+
+
+def any(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """True where some element over ``dim`` (an int, a tuple, None: all) is nonzero."""
+    return _any_all(a, dim, keepdim, is_any=True)
+
+
+def all(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """True where every element over ``dim`` (an int, a tuple, None: all) is nonzero."""
+    return _any_all(a, dim, keepdim, is_any=False)
+
+
+# ---- norm ----
+
+def _abs(x: Any) -> Any:
+    return x.abs() if type(x) is Tensor else _dual.xp_of(x).abs(x)
+
+
+def _norm_grad(g: Any, x: Any, norm: Any, p: float, dims: tuple[int, ...]) -> Any:
+    """PyTorch's ``norm_backward`` for ``p != 0`` (``g`` and ``norm`` kept-shaped)."""
+    if p == 1:
+        return _dual.sign(x) * g
+    if p == 2:
+        return g * _dual.where(_dual.raw(norm) == 0, 0, x / norm)
+    xa = _dual.raw(x)
+    if math.isinf(p):  # the gradient split evenly among the elements at the norm
+        na = _dual.raw(norm)
+        xp = _dual.xp_of(xa)
+        hit = (xp.abs(xa) == na) | (xp.isnan(xa) & xp.isnan(na))
+        count = hit.sum(axis=dims, keepdims=True, dtype=xa.dtype)
+        return (_dual.sign(x) * hit.astype(xa.dtype)) * (g / count)
+    if p < 1:
+        scaled = _dual.sign(x) * _dual.where(xa == 0, 0, _abs(x) ** (p - 1))
+        return scaled * g * norm ** (1 - p)
+    scale = _dual.where(_dual.raw(norm) == 0, 0, g / norm ** (p - 1))
+    if p < 2:
+        return _dual.sign(x) * _abs(x) ** (p - 1) * scale
+    return x * _abs(x) ** (p - 2) * scale
+
+
+class LinalgVectorNormBackward0(Node):
+    """The gradient of a vector p-norm over ``dims`` (:func:`_norm_grad`); none for p == 0,
+    whose value is a count (PyTorch's name: ``Tensor.norm`` is ``linalg.vector_norm``).
+
+    Invariant: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1.
+    """
+
+    __slots__ = ("self_", "result", "p", "dims", "kept_shape")
+
+    @numpy.errstate(all="ignore")  # masked divisions by a zero norm; 0 ** negative
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        if self.p == 0:
+            return (None,)
+        x = self.self_.unpack(self, create_graph)
+        norm = _kept(self.result.unpack(self, create_graph), self.kept_shape)
+        g = _kept(grads[0], self.kept_shape)
+        return (_norm_grad(g, x, norm, self.p, self.dims),)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.result.release()
+
+
+def _norm_order(p: Any, dim: Any) -> float:
+    """``p`` as a number: "fro" and None are 2 (a vector norm, up to two dims)."""
+    if p is None:
+        return 2.0
+    if isinstance(p, str):
+        if p == "fro":
+            if isinstance(dim, (tuple, list)) and len(dim) > 2:
+                raise RuntimeError(
+                    "linalg.matrix_norm: dim must be a 2-tuple. Got "
+                    + " ".join(str(d) for d in dim)
+                )
+            return 2.0
+        if p == "nuc":
+            raise NotImplementedError(
+                "norm(p='nuc'): the nuclear norm needs singular values, which aiograd does "
+                "not compute; use p='fro', or a number"
+            )
+        raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
+    if not isinstance(p, numbers.Real):
+        raise TypeError(f"norm(): p must be a number, 'fro' or None, got {type(p).__name__}")
+    return float(p)
+
+
+@numpy.errstate(all="ignore")  # 0 ** negative
+def _vector_norm(x: Any, p: float, dims: tuple[int, ...], keepdim: bool) -> Any:
+    xp = _dual.xp_of(x)
+    if p == 2:
+        return xp.sqrt((x * x).sum(axis=dims, keepdims=keepdim))
+    if p == 0:
+        return (x != 0).sum(axis=dims, keepdims=keepdim, dtype=x.dtype)
+    ax = xp.abs(x)
+    if p == 1:
+        return ax.sum(axis=dims, keepdims=keepdim)
+    if p == math.inf:
+        return ax.max(axis=dims, keepdims=keepdim)
+    if p == -math.inf:
+        return ax.min(axis=dims, keepdims=keepdim)
+    return (ax ** p).sum(axis=dims, keepdims=keepdim) ** (1 / p)
+
+
+def norm(a: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
+         dtype: Any = None) -> Tensor:
+    """The vector ``p``-norm over ``dim`` (None: all): ``sum(|x| ** p) ** (1 / p)``.
+
+    ``p``: "fro" or None (2), any number, ``inf`` (max |x|), ``-inf`` (min |x|), 0 (the
+    count of nonzeros, not differentiable). ``dtype``: compute in a wider float dtype.
+    """
+    order = _norm_order(p, dim)
+    if a.dtype.kind != "f":
+        raise RuntimeError(
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+            f"{scalar_type_name(a.dtype)}"
+        )
+    if dtype is not None:
+        dt = _resolve_dtype(dtype)
+        if dt.kind != "f":
+            raise RuntimeError(
+                "linalg.vector_norm: dtype should be floating point or complex, but got "
+                f"{scalar_type_name(dt)}"
+            )
+        if not numpy.can_cast(a.dtype, dt, "safe"):
+            raise RuntimeError(
+                f"linalg.vector_norm: the dtype of the input ({scalar_type_name(a.dtype)}) "
+                f"should be convertible without narrowing to the specified dtype "
+                f"({scalar_type_name(dt)})"
+            )
+        a = a.to(dtype=dt)
+    x = a.data
+    dims = reduction_dims(dim, x.ndim)
+    if order < 0 or math.isinf(order):  # no identity: needs elements
+        shown = f"{order:g}"
+        if x.size == 0 and dim is None:
+            raise RuntimeError(
+                f"linalg.vector_norm cannot compute the {shown} norm on an empty tensor "
+                "because the operation does not have an identity"
+            )
+        for d in dims:
+            if x.shape[d] == 0:
+                raise RuntimeError(
+                    f"linalg.vector_norm cannot compute the {shown} norm on the dimension "
+                    f"{d} because this dimension is empty and the operation does not have "
+                    "an identity"
+                )
+    data = as_array(_vector_norm(x, order, dims, keepdim))
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = LinalgVectorNormBackward0(edges)
+    node.self_ = save(a)
+    node.p = order
+    node.dims = dims
+    node.kept_shape = _kept_shape(x.shape, dims)
+    out = record(node, data, a.device)
+    node.result = save(out, is_output=True)
+    return out
+
+
+# ---- cumsum ----
+
+def _flip(x: Any, dim: int) -> Any:
+    """``x`` reversed along ``dim`` (a view; recorded for a Tensor)."""
+    return x[(slice(None),) * dim + (slice(None, None, -1),)]
+
+
+def _cumsum(x: Any, dim: int) -> Any:
+    return cumsum(x, dim) if type(x) is Tensor else x.cumsum(axis=dim)
+
+
+class CumsumBackward0(Node):
+    """The gradient summed from the end: ``flip(cumsum(flip(g)))`` along ``dim``."""
+
+    __slots__ = ("dim",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if g.ndim == 0:
+            return (g,)
+        return (_flip(_cumsum(_flip(g, self.dim), self.dim), self.dim),)
+
+
+def cumsum(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    """Running sums along ``dim``, of ``a`` cast to ``dtype``; integers and bools add in
+    int64."""
+    x = a.data
+    d = normalize_dim(dim, x.ndim)
+    if dtype is not None:
+        dt = _cast_dtype(a, dtype, "cumsum")
+        x = x.astype(dt, copy=False)
+    elif x.dtype.kind in "biu":
+        dt = int64
+    else:
+        dt = x.dtype
+    data = x.cumsum(axis=d, dtype=dt) if x.ndim else x.astype(dt, copy=True)
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = CumsumBackward0(edges)
+    node.dim = d
+    return record(node, data, a.device)
+
+
+# ---- logsumexp ----
+
+class LogsumexpBackward0(Node):
+    """``g * exp(x - result)``: the softmax over the reduced slice.
+
+    Invariant: ``kept_shape`` is ``self_`` 's shape with every reduced dim set to 1.
+    """
+
+    __slots__ = ("self_", "result", "kept_shape")
+
+    @numpy.errstate(all="ignore")  # a slice of -inf: -inf - -inf
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.self_.unpack(self, create_graph)
+        result = _kept(self.result.unpack(self, create_graph), self.kept_shape)
+        return (_kept(grads[0], self.kept_shape) * _dual.exp(x - result),)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.result.release()
+
+
+@numpy.errstate(all="ignore")  # log(0) for a slice of -inf
+def _logsumexp(x: Any, dims: tuple[int, ...], keepdim: bool) -> Any:
+    """``log(sum(exp(x)))`` with the slice's max subtracted first (0 for an infinite max)."""
+    xp = _dual.xp_of(x)
+    if builtins.any(x.shape[d] == 0 for d in dims):  # the sum of nothing: log(0)
+        shape = _kept_shape(x.shape, dims)
+        if not keepdim:
+            shape = tuple(n for i, n in enumerate(x.shape) if i not in dims)
+        return xp.full(shape, -math.inf, dtype=x.dtype)
+    top = x.max(axis=dims, keepdims=True)
+    top = xp.where(xp.isinf(top), 0, top)
+    out = xp.log(xp.exp(x - top).sum(axis=dims, keepdims=True)) + top
+    return out if keepdim else out.squeeze(dims)
+
+
+def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(a)))`` over ``dim`` (an int or a tuple), computed stably; integers
+    and bools as float32."""
+    x = a.data
+    if x.dtype.kind != "f":
+        x = x.astype(float32)
+    dims = reduction_dims(dim, x.ndim)
+    data = as_array(_logsumexp(x, dims, keepdim))
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = LogsumexpBackward0(edges)
+    node.self_ = save(a)
+    node.kept_shape = _kept_shape(x.shape, dims)
+    out = record(node, data, a.device)
+    node.result = save(out, is_output=True)
+    return out
 
 
 # ---- Tensor methods ----
@@ -267,3 +938,15 @@ Tensor.sum = sum
 Tensor.mean = mean
 Tensor.max = max
 Tensor.min = min
+Tensor.prod = prod
+Tensor.std = std
+Tensor.var = var
+Tensor.amax = amax
+Tensor.amin = amin
+Tensor.argmax = argmax
+Tensor.argmin = argmin
+Tensor.any = any
+Tensor.all = all
+Tensor.norm = norm
+Tensor.cumsum = cumsum
+Tensor.logsumexp = logsumexp

@@ -1,4 +1,5 @@
-"""Elementwise unary ops (``exp log sqrt abs tanh sigmoid relu sign clamp``) and ``where``.
+"""Elementwise ops: unary (``exp log sqrt log1p expm1 sin cos abs tanh sigmoid relu sign``),
+``clamp`` (number or tensor bounds, and in place), ``maximum``/``minimum`` and ``where``.
 
 Each node saves one tensor, the input or the op's own output, whichever
 its formula is written with (PyTorch's choice). Masks (relu, clamp, where)
@@ -19,12 +20,14 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor, float32
+from .._tensor import Tensor, cpp_type_name, float32, scalar_type_name
 from ..devices import device_of_array
 from ..graph._node import Node
 from . import _dual
 from ._promote import result_type
 from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor
+from .arithmetic import broadcast_error
+from .inplace import check_inplace, commit_inplace
 
 
 class _SavesOne(Node):
@@ -97,6 +100,64 @@ def log(a: Tensor) -> Tensor:
 def sqrt(a: Tensor) -> Tensor:
     data = _dual.quietly(a.device.xp.sqrt, _floating(a))  # sqrt(-1) is NaN
     return _record_unary(SqrtBackward0, a, data, saves_output=True)
+
+
+# ---- log1p / expm1 / sin / cos ----
+
+class Log1PBackward0(_SavesOne):
+    """d log(1 + x) = 1 / (1 + x): saves the input."""
+
+    __slots__ = ()
+
+    @numpy.errstate(all="ignore")  # x == -1. See Note [Silent singular points].
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (grads[0] / (self.saved.unpack(self, create_graph) + 1),)
+
+
+class Expm1Backward0(_SavesOne):
+    """d (exp(x) - 1) = exp(x): saves the output (``result + 1``)."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (grads[0] * (self.saved.unpack(self, create_graph) + 1),)
+
+
+class SinBackward0(_SavesOne):
+    """d sin(x) = cos(x): saves the input."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.saved.unpack(self, create_graph)
+        return (grads[0] * (cos(x) if type(x) is Tensor else _dual.xp_of(x).cos(x)),)
+
+
+class CosBackward0(_SavesOne):
+    """d cos(x) = -sin(x): saves the input."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.saved.unpack(self, create_graph)
+        return (grads[0] * -(sin(x) if type(x) is Tensor else _dual.xp_of(x).sin(x)),)
+
+
+def log1p(a: Tensor) -> Tensor:
+    data = _dual.quietly(a.device.xp.log1p, _floating(a))  # log1p(-1) == -inf
+    return _record_unary(Log1PBackward0, a, data, saves_output=False)
+
+
+def expm1(a: Tensor) -> Tensor:
+    return _record_unary(Expm1Backward0, a, a.device.xp.expm1(_floating(a)), saves_output=True)
+
+
+def sin(a: Tensor) -> Tensor:
+    return _record_unary(SinBackward0, a, a.device.xp.sin(_floating(a)), saves_output=False)
+
+
+def cos(a: Tensor) -> Tensor:
+    return _record_unary(CosBackward0, a, a.device.xp.cos(_floating(a)), saves_output=False)
 
 
 # ---- tanh / sigmoid ----
@@ -236,7 +297,8 @@ def relu(a: Tensor) -> Tensor:
 
 
 class ClampBackward1(_SavesOne):
-    """Passes the gradient where ``min <= x <= max`` (bounds included, as PyTorch)."""
+    """Number bounds: passes the gradient where ``min <= x <= max`` (bounds included, as
+    PyTorch)."""
 
     __slots__ = ("min", "max")
 
@@ -251,29 +313,294 @@ class ClampBackward1(_SavesOne):
         return (_dual.where(mask, grads[0], 0),)
 
 
-def _bound(value: Any, which: str) -> int | float | None:
-    if value is None or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
-        return value
-    raise TypeError(
-        f"clamp: {which} must be a number or None, got {type(value).__name__}; for "
-        "tensor bounds use where(x < lo, lo, x)"
-    )
+class ClampMinBackward0(ClampBackward1):
+    """``clamp_min`` with a number."""
+
+    __slots__ = ()
 
 
-def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
-    """Limit ``a`` to ``[min, max]``; when ``min > max`` every element becomes ``max``."""
-    lo = _bound(min, "min")
-    hi = _bound(max, "max")
+class ClampMaxBackward0(ClampBackward1):
+    """``clamp_max`` with a number."""
+
+    __slots__ = ()
+
+
+class ClampBackward0(Node):
+    """Tensor bounds: the gradient goes to whichever of ``x``, ``min``, ``max`` the output
+    took, as PyTorch's ``clamp_backward_min_max``: to ``x`` where ``min <= x <= max``, to
+    ``min`` where ``x < min < max``, to ``max`` where ``x > max`` or ``max < min``. With
+    one bound: to ``x`` where it is within, to the bound elsewhere. The masks come from
+    the saved values (raw arrays: no gradient flows through them).
+    """
+
+    __slots__ = ("self_", "min", "max")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        x = _dual.raw(self.self_.unpack(self, False))
+        lo = None if self.min is None else _dual.raw(self.min.unpack(self, False))
+        hi = None if self.max is None else _dual.raw(self.max.unpack(self, False))
+        if hi is None:
+            inside, to_lo, to_hi = x >= lo, x < lo, None
+        elif lo is None:
+            inside, to_lo, to_hi = x <= hi, None, x > hi
+        else:
+            inside = (x >= lo) & (x <= hi)
+            to_lo = (x < lo) & (lo < hi)
+            to_hi = (x > hi) | (hi < lo)
+        edges = self.next_edges
+        gx = _dual.where(inside, g, 0) if edges[0] is not None else None
+        if len(edges) == 2:  # clamp_min / clamp_max: (x, its one bound)
+            to_bound = to_lo if hi is None else to_hi
+            return (gx, _dual.where(to_bound, g, 0) if edges[1] is not None else None)
+        glo = _dual.where(to_lo, g, 0) if edges[1] is not None else None
+        ghi = _dual.where(to_hi, g, 0) if edges[2] is not None else None
+        return (gx, glo, ghi)
+
+    def release_variables(self) -> None:
+        for saved in (self.self_, self.min, self.max):
+            if saved is not None:
+                saved.release()
+
+
+class ClampMinBackward1(ClampBackward0):
+    """``clamp_min`` with a tensor."""
+
+    __slots__ = ()
+
+
+class ClampMaxBackward1(ClampBackward0):
+    """``clamp_max`` with a tensor."""
+
+    __slots__ = ()
+
+
+_PLAIN_BOUNDS = frozenset((int, float, type(None)))  # checked first: an ABC check is slow
+
+
+def _is_number_bound(value: Any) -> bool:
+    return value is None or (isinstance(value, numbers.Real) and not isinstance(value, bool))
+
+
+def _proxy(dtype: numpy.dtype, ndim: int) -> Any:
+    """An array standing for a tensor of ``dtype`` with ``ndim`` dims, for ``result_type``."""
+    return numpy.empty((1,) * ndim, dtype)
+
+
+def _clamp_dtype(a: Tensor, lo: Any, hi: Any) -> numpy.dtype:
+    """The result type of ``a`` with both bounds (Note [Type promotion])."""
+    dtype, ndim = a.dtype, a.ndim
+    for bound in (lo, hi):
+        if bound is not None:
+            dtype = result_type(_proxy(dtype, ndim), bound)
+            if type(bound) is Tensor:
+                ndim = max(ndim, bound.ndim)
+    return dtype
+
+
+def _clamp_args(fn: str, lo: Any, hi: Any) -> None:
+    """Raise unless the bounds are numbers, or tensors, and not both None (PyTorch's rule)."""
     if lo is None and hi is None:
-        raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
-    data = a.device.xp.clip(a.data, lo, hi)
+        raise RuntimeError(f"{fn}: at least one of 'min' or 'max' must not be None")
+    kinds = tuple(type(b).__name__ for b in (lo, hi))
+    for b in (lo, hi):
+        if not (_is_number_bound(b) or isinstance(b, Tensor)):
+            raise TypeError(f"{fn}(): min and max must be numbers, tensors or None, got {kinds}")
+    if (isinstance(lo, Tensor) and hi is not None and not isinstance(hi, Tensor)) or (
+            isinstance(hi, Tensor) and lo is not None and not isinstance(lo, Tensor)):
+        raise TypeError(
+            f"{fn}() received an invalid combination of arguments - got {kinds}: min and max "
+            "must be both numbers or both tensors"
+        )
+
+
+def _clamp_tensors(a: Tensor, lo: Tensor | None, hi: Tensor | None) -> Any:
+    """The array of ``a`` clamped to tensor bounds (broadcast), in the result type."""
+    rt = _clamp_dtype(a, lo, hi)
+    xp = a.device.xp
+    data = a.data if a.dtype == rt else a.data.astype(rt)
+    shape = a.shape
+    for bound, op in ((lo, xp.maximum), (hi, xp.minimum)):
+        if bound is None:
+            continue
+        check_same_device(a, bound)
+        try:
+            shape = numpy.broadcast_shapes(shape, bound.shape)
+        except ValueError:
+            raise broadcast_error(shape, bound.shape) from None
+        data = op(data, bound.data if bound.dtype == rt else bound.data.astype(rt))
+    return data
+
+
+def _clamp_node(saved_a: Tensor, lo: Any, hi: Any, edges: Any,
+                number_node: type[ClampBackward1], tensor_node: type[ClampBackward0]) -> Node:
+    """The node of ``clamp(a, lo, hi)``; ``saved_a`` is ``a``'s value before the op."""
+    if type(lo) is Tensor or type(hi) is Tensor:
+        node = tensor_node(edges)
+        node.self_ = save(saved_a)
+        node.min = save(lo) if lo is not None else None
+        node.max = save(hi) if hi is not None else None
+        return node
+    scalar = number_node(edges)
+    scalar.saved = save(saved_a)
+    scalar.min, scalar.max = lo, hi
+    return scalar
+
+
+def _clamp(a: Tensor, lo: Any, hi: Any, fn: str, number_node: type[ClampBackward1],
+           tensor_node: type[ClampBackward0]) -> Tensor:
+    """``clamp`` recorded as ``number_node`` (number bounds) or ``tensor_node``."""
+    numbers_only = (type(lo) in _PLAIN_BOUNDS and type(hi) in _PLAIN_BOUNDS) or (
+        _is_number_bound(lo) and _is_number_bound(hi))
+    if not numbers_only or (lo is None and hi is None):
+        return _clamp_by_tensors(a, lo, hi, fn, tensor_node)
+    x = a.data
+    if x.dtype.kind != "f":  # an integer tensor with a float bound computes in float32
+        rt = _clamp_dtype(a, lo, hi)
+        if x.dtype != rt:
+            x = x.astype(rt)
+    data = a.device.xp.clip(x, lo, hi)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
-    node = ClampBackward1(edges)
+    node = number_node(edges)
     node.saved = save(a)
     node.min, node.max = lo, hi
     return record(node, data, a.device)
+
+
+def _clamp_by_tensors(a: Tensor, lo: Any, hi: Any, fn: str,
+                      tensor_node: type[ClampBackward0]) -> Tensor:
+    _clamp_args(fn, lo, hi)
+    data = _clamp_tensors(a, lo, hi)
+    if tensor_node is ClampBackward0:
+        edges = edges_of(a, lo, hi)
+    else:  # clamp_min / clamp_max: one bound
+        edges = edges_of(a, hi if lo is None else lo)
+    if edges is None:
+        return plain(data, a.device)
+    return record(_clamp_node(a, lo, hi, edges, ClampBackward1, tensor_node), data, a.device)
+
+
+def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    """Limit ``a`` to ``[min, max]``: numbers, or tensors that broadcast with ``a``. When
+    ``min > max`` the element becomes ``max``. The result has the PyTorch result type of
+    ``a`` and the bounds (an integer tensor with a float bound gives float32)."""
+    return _clamp(a, min, max, "clamp", ClampBackward1, ClampBackward0)
+
+
+def clamp_min(a: Tensor, min: Any) -> Tensor:  # noqa: A002
+    """``clamp(a, min=min)``, recorded as ClampMinBackward0/1 (number/tensor), as PyTorch."""
+    if min is None:
+        raise TypeError("clamp_min(): argument 'min' must be a number or a Tensor, not None")
+    return _clamp(a, min, None, "clamp_min", ClampMinBackward0, ClampMinBackward1)
+
+
+def clamp_max(a: Tensor, max: Any) -> Tensor:  # noqa: A002
+    """``clamp(a, max=max)``, recorded as ClampMaxBackward0/1 (number/tensor), as PyTorch."""
+    if max is None:
+        raise TypeError("clamp_max(): argument 'max' must be a number or a Tensor, not None")
+    return _clamp(a, None, max, "clamp_max", ClampMaxBackward0, ClampMaxBackward1)
+
+
+def clamp_(a: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    """``clamp`` in place (See Note [In-place ops]): the result type must cast to ``a``'s
+    dtype and the bounds must not broadcast ``a`` to a larger shape."""
+    lo, hi = min, max
+    _clamp_args("clamp_", lo, hi)
+    if isinstance(lo, Tensor) or isinstance(hi, Tensor):
+        data = _clamp_tensors(a, lo, hi)
+        edges = edges_of(a, lo, hi)
+    else:
+        data = a.device.xp.clip(a.data.astype(_clamp_dtype(a, lo, hi), copy=False), lo, hi)
+        edges = edges_of(a)
+    check_inplace(a, edges)
+    if not numpy.can_cast(data.dtype, a.dtype, casting="same_kind"):
+        raise RuntimeError(
+            f"result type {scalar_type_name(data.dtype)} can't be cast to the desired output "
+            f"type {cpp_type_name(a.dtype)}"
+        )
+    if data.shape != a.shape:
+        raise RuntimeError(
+            f"output with shape {list(a.shape)} doesn't match the broadcast shape "
+            f"{list(data.shape)}"
+        )
+    node = None
+    if edges is not None:
+        old = Tensor._wrap(a.data.copy(), a.device)  # the mask needs x before the write
+        node = _clamp_node(old, lo, hi, edges, ClampBackward1, ClampBackward0)
+    a.device.xp.copyto(a.data, data, casting="unsafe")
+    return commit_inplace(a, node)
+
+
+# ---- maximum / minimum ----
+
+class MaximumBackward0(Node):
+    """``maximum(a, b)``: the gradient goes to the larger, split in halves at ties, as
+    PyTorch (a NaN, equal to nothing and unordered, passes it to both)."""
+
+    __slots__ = ("self_", "other")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        a = _dual.raw(self.self_.unpack(self, False))
+        b = _dual.raw(self.other.unpack(self, False))
+        a_loses, b_loses = self._losers(a, b)
+        shared = _dual.where(a == b, g / 2, g)
+        edges = self.next_edges
+        ga = _dual.where(a_loses, 0, shared) if edges[0] is not None else None
+        gb = _dual.where(b_loses, 0, shared) if edges[1] is not None else None
+        return (ga, gb)
+
+    @staticmethod
+    def _losers(a: Any, b: Any) -> tuple[Any, Any]:
+        return a < b, a > b
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.other.release()
+
+
+class MinimumBackward0(MaximumBackward0):
+    """``minimum(a, b)``: the gradient goes to the smaller, split in halves at ties."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _losers(a: Any, b: Any) -> tuple[Any, Any]:
+        return a > b, a < b
+
+
+def _extremum(name: str, node_cls: type[MaximumBackward0]) -> Any:
+    def extremum(a: Tensor, other: Tensor) -> Tensor:
+        if not isinstance(other, Tensor):
+            raise TypeError(
+                f"{name}(): argument 'other' (position 2) must be Tensor, not "
+                f"{type(other).__name__}"
+            )
+        dev = check_same_device(a, other)
+        rt = result_type(a, other)
+        x = a.data if a.dtype == rt else a.data.astype(rt)
+        y = other.data if other.dtype == rt else other.data.astype(rt)
+        try:
+            data = getattr(dev.xp, name)(x, y)
+        except ValueError:
+            raise broadcast_error(a.shape, other.shape) from None
+        edges = edges_of(a, other)
+        if edges is None:
+            return plain(data, dev)
+        node = node_cls(edges)
+        node.self_ = save(a)
+        node.other = save(other)
+        return record(node, data, dev)
+
+    extremum.__name__ = name
+    extremum.__doc__ = f"Elementwise {name} of two tensors (broadcast); NaN propagates."
+    return extremum
+
+
+maximum = _extremum("maximum", MaximumBackward0)
+minimum = _extremum("minimum", MinimumBackward0)
 
 
 # ---- where ----
@@ -314,13 +641,25 @@ def _condition_array(condition: Any) -> Any:
     return cond
 
 
-def where(condition: Any, input: Any, other: Any) -> Tensor:  # noqa: A002
+_ABSENT: Any = object()  # where(condition) has no input and other
+
+
+def where(condition: Any, input: Any = _ABSENT, other: Any = _ABSENT) -> Any:  # noqa: A002
     """Elementwise ``input if condition else other``, broadcasting all three.
 
     ``condition``: a bool Tensor or a bool NumPy/CuPy array. ``input`` and
     ``other``: tensors, arrays or numbers; the result has their PyTorch result
-    type (two Python floats give float32).
+    type (two Python floats give float32). ``where(condition)`` alone is
+    ``condition.nonzero(as_tuple=True)``, as in PyTorch.
     """
+    if input is _ABSENT or other is _ABSENT:
+        if input is not other:
+            raise TypeError("where() takes a condition alone, or a condition, input and other")
+        if not isinstance(condition, Tensor):
+            raise TypeError(
+                f"where(): argument 'condition' must be Tensor, not {type(condition).__name__}"
+            )
+        return condition.nonzero(as_tuple=True)
     cond = _condition_array(condition)
     like = next((t for t in (input, other, condition) if isinstance(t, Tensor)), None)
     if like is None:
@@ -362,4 +701,21 @@ Tensor.abs = abs
 Tensor.__abs__ = abs
 Tensor.sign = sign
 Tensor.relu = relu
-Tensor.clamp = clamp
+Tensor.log1p = log1p
+Tensor.expm1 = expm1
+Tensor.sin = sin
+Tensor.cos = cos
+Tensor.clamp = Tensor.clip = clamp
+Tensor.clamp_min = clamp_min
+Tensor.clamp_max = clamp_max
+Tensor.clamp_ = Tensor.clip_ = clamp_
+Tensor.maximum = maximum
+Tensor.minimum = minimum
+
+
+def _where_method(self: Tensor, condition: Any, other: Any) -> Tensor:
+    """``self.where(condition, other)``: ``where(condition, self, other)``."""
+    return where(condition, self, other)
+
+
+Tensor.where = _where_method
