@@ -599,3 +599,20 @@ def test_search_ops_run_on_another_device_backend(fake_backend):
                         (x.all(0), [False, True, False])):
         assert y.device is ag.device("fake:1")
         np.testing.assert_array_equal(fake_backend.to_host(y.data), expected)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_and_min_of_two_tensors_are_elementwise_as_in_torch(name):
+    torch = torch_module()
+    results = []
+    for lib in (torch, ag):
+        a = lib.tensor([1.0, 5.0, 2.0], requires_grad=True)
+        b = lib.tensor([3.0, 2.0, 2.0], requires_grad=True)
+        out = getattr(lib, name)(a, b)
+        assert out.grad_fn.name() == ("MaximumBackward0" if name == "max" else "MinimumBackward0")
+        out.sum().backward() if lib is torch else out.sum().backward_sync()
+        results.append((out.detach().numpy().tolist(), a.grad.numpy().tolist(),
+                        b.grad.numpy().tolist()))
+        with pytest.raises(TypeError, match="must be int, not Tensor"):
+            getattr(a, name)(b, keepdim=True)
+    assert results[1] == results[0]

@@ -303,17 +303,29 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool | None, is_max: bool) -> Any:
 
 
 def max(a: Tensor, dim: Any = None, keepdim: bool | None = None) -> Any:  # noqa: A001
-    """The largest element, or ``(values, indices)`` along ``dim``.
+    """The largest element, or ``(values, indices)`` along ``dim``, or with a Tensor in
+    place of ``dim`` the elementwise ``maximum(a, other)`` (PyTorch's three forms).
 
-    ``keepdim`` (default False) needs ``dim``: ``max(keepdim=...)`` raises TypeError, as
-    PyTorch.
+    ``keepdim`` (default False) needs an int ``dim``: ``max(keepdim=...)`` raises
+    TypeError, as PyTorch.
     """
+    if isinstance(dim, Tensor):
+        return _elementwise("max", a, dim, keepdim)
     return _extreme(a, dim, keepdim, is_max=True)
 
 
 def min(a: Tensor, dim: Any = None, keepdim: bool | None = None) -> Any:  # noqa: A001
-    """The smallest element, or ``(values, indices)`` along ``dim`` (``keepdim`` as max)."""
+    """The smallest element, ``(values, indices)`` along ``dim``, or ``minimum(a, other)``
+    (the forms of :func:`max`)."""
+    if isinstance(dim, Tensor):
+        return _elementwise("min", a, dim, keepdim)
     return _extreme(a, dim, keepdim, is_max=False)
+
+
+def _elementwise(name: str, a: Tensor, other: Tensor, keepdim: bool | None) -> Tensor:
+    if keepdim is not None:
+        raise TypeError(f"{name}(): argument 'dim' (position 1) must be int, not Tensor")
+    return a.maximum(other) if name == "max" else a.minimum(other)
 
 
 # ---- prod ----
