@@ -80,11 +80,6 @@ OPS: dict[str, Callable[[Any, Any], Any]] = {
     "max_dim": lambda lib, x: x.reshape(1, 3).max(1)[0],
     "min_dim": lambda lib, x: x.reshape(1, 3).min(1)[0],
 }
-# PyTorch records tanh's and sigmoid's gradients as single nodes (TanhBackwardBackward0);
-# aiograd writes them with mul and sub. The graph requires grad in both.
-_NAMED_APART = {"tanh", "sigmoid"}
-
-
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_create_graph_gradient_has_torchs_history(name):
     seen = []
@@ -93,10 +88,29 @@ def test_create_graph_gradient_has_torchs_history(name):
         y = OPS[name](lib, x)
         g = _grad(lib, y, x, _ones(lib, tuple(y.shape)), create_graph=True)
         seen.append((g.requires_grad, _fn_name(lib, g)))
-    (ours, our_name), (theirs, their_name) = seen
-    assert ours == theirs
-    if name not in _NAMED_APART:
-        assert our_name == their_name
+    assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid"])
+def test_tanh_and_sigmoid_gradients_are_ops_of_their_own_to_third_order(name):
+    # tanh_backward(g, y) / sigmoid_backward(g, s) as PyTorch records them, differentiable
+    # in the incoming gradient and in the output, at any order
+    seen = []
+    for lib in (ag, torch):
+        x = lib.tensor([-1.5, 0.25, 2.0], requires_grad=True)
+        v = lib.tensor([0.5, -1.0, 2.0], requires_grad=True)  # an incoming gradient with history
+        y = OPS[name](lib, x)
+        g = _grad(lib, y, x, v * 1.0, create_graph=True)
+        names = [_fn_name(lib, g)] + sorted(
+            type(fn).__name__ if lib is torch else fn.name()
+            for fn, _ in g.grad_fn.next_functions if fn is not None)
+        gg = _grad(lib, g.sum(), x, None, create_graph=True)
+        ggg = _grad(lib, gg.sum(), x, None)
+        gv = _grad(lib, g.sum(), v, None)
+        seen.append((names, _array(g), _array(gg), _array(ggg), _array(gv)))
+    assert seen[0][0] == seen[1][0]
+    for ours, theirs in zip(seen[0][1:], seen[1][1:]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5)
 
 
 def test_relu_gradient_of_its_gradient_is_zero_not_an_error():

@@ -163,23 +163,95 @@ def cos(a: Tensor) -> Tensor:
 # ---- tanh / sigmoid ----
 
 class TanhBackward0(_SavesOne):
-    """d tanh(x) = 1 - tanh(x)^2: saves the output."""
+    """d tanh(x) = 1 - tanh(x)^2: saves the output. Under create_graph the gradient is an
+    op of its own, ``tanh_backward(g, y)``, as in PyTorch."""
 
     __slots__ = ()
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        y = self.saved.unpack(self, create_graph)
-        return (grads[0] * (1 - y * y),)
+        return (tanh_backward(grads[0], self.saved.unpack(self, create_graph)),)
 
 
 class SigmoidBackward0(_SavesOne):
-    """d sigmoid(x) = (1 - s) s: saves the output."""
+    """d sigmoid(x) = (1 - s) s: saves the output. Under create_graph the gradient is an
+    op of its own, ``sigmoid_backward(g, s)``, as in PyTorch."""
 
     __slots__ = ()
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        s = self.saved.unpack(self, create_graph)
-        return (grads[0] * (1 - s) * s,)
+        return (sigmoid_backward(grads[0], self.saved.unpack(self, create_graph)),)
+
+
+class TanhBackwardBackward0(Node):
+    """``tanh_backward(grad, y) = grad * (1 - y^2)``: d grad = ``tanh_backward(gg, y)``,
+    d y = ``gg * (-2 y grad)`` (PyTorch's). Saves ``y``, and ``grad`` if ``y`` needs a
+    gradient."""
+
+    __slots__ = ("grad_output", "output")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        gg = grads[0]
+        edges = self.next_edges
+        y = self.output.unpack(self, create_graph)
+        d_grad = tanh_backward(gg, y) if edges[0] is not None else None
+        d_y = None
+        if edges[1] is not None:
+            d_y = gg * (-2 * y * self.grad_output.unpack(self, create_graph))
+        return (d_grad, d_y)
+
+    def release_variables(self) -> None:
+        _release(self.grad_output, self.output)
+
+
+class SigmoidBackwardBackward0(TanhBackwardBackward0):
+    """``sigmoid_backward(grad, s) = grad * (1 - s) * s``: d grad =
+    ``sigmoid_backward(gg, s)``, d s = ``gg * grad * (1 - 2 s)`` (PyTorch's)."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        gg = grads[0]
+        edges = self.next_edges
+        s = self.output.unpack(self, create_graph)
+        d_grad = sigmoid_backward(gg, s) if edges[0] is not None else None
+        d_s = None
+        if edges[1] is not None:
+            d_s = gg * self.grad_output.unpack(self, create_graph) * (1 - 2 * s)
+        return (d_grad, d_s)
+
+
+def _release(*saved: Any) -> None:
+    for s in saved:
+        if s is not None:
+            s.release()
+
+
+def _backward_op(node_cls: type[TanhBackwardBackward0], grad: Tensor, output: Tensor,
+                 data: Any) -> Tensor:
+    """The recorded form of tanh_backward/sigmoid_backward (both arguments Tensors)."""
+    edges = edges_of(grad, output)
+    if edges is None:
+        return plain(data, grad.device)
+    node = node_cls(edges)
+    node.output = save(output)
+    node.grad_output = save(grad) if edges[1] is not None else None
+    return record(node, data, grad.device)
+
+
+def tanh_backward(grad: Any, y: Any) -> Any:
+    """tanh's gradient ``grad * (1 - y^2)`` from its output ``y``: two arrays, or two
+    Tensors (then recorded as a TanhBackwardBackward0)."""
+    if type(grad) is not Tensor:
+        return grad * (1 - y * y)
+    return _backward_op(TanhBackwardBackward0, grad, y, grad.data * (1 - y.data * y.data))
+
+
+def sigmoid_backward(grad: Any, s: Any) -> Any:
+    """sigmoid's gradient ``grad * (1 - s) * s`` from its output ``s``: two arrays, or
+    two Tensors (then recorded as a SigmoidBackwardBackward0)."""
+    if type(grad) is not Tensor:
+        return grad * (1 - s) * s
+    return _backward_op(SigmoidBackwardBackward0, grad, s, grad.data * (1 - s.data) * s.data)
 
 
 def tanh(a: Tensor) -> Tensor:
