@@ -66,3 +66,22 @@ def check_second_order(fn: Callable[..., Any], torch_fn: Callable[..., Any], *ar
         got = np.zeros(x.shape) if g is None else g.numpy()
         expected = np.zeros(x.shape) if tg is None else tg.numpy(force=True)
         np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-12)
+
+
+def run_both(program: Callable[[Any], Any]) -> tuple[Any, Any]:
+    """``program(aiograd), program(torch)``: a program written once against a module."""
+    torch = pytest.importorskip("torch")
+    return program(ag), program(torch)
+
+
+def check_on_fake_device(fake_backend: Any, op: Callable[[Any], Any], rtol: float = 1e-7) -> None:
+    """``op``'s forward and backward stay on fake:1, with the gradient computed on the CPU."""
+    values = arr((2, 3))
+    x = ag.tensor(values, device="fake:1", requires_grad=True)
+    y = op(x)
+    assert y.device is ag.device("fake:1")
+    (g,) = ag.grad_sync(y.sum(), x)
+    assert g.device is ag.device("fake:1")
+    cpu_x = leaf(values)
+    (expected,) = ag.grad_sync(op(cpu_x).sum(), cpu_x)
+    np.testing.assert_allclose(fake_backend.to_host(g.data), expected.numpy(), rtol=rtol)

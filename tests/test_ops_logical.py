@@ -10,17 +10,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from oracles import run_both
 
 import aiograd as ag
 
 pytestmark = pytest.mark.timeout(60)
 
 Program = Callable[[Any], Any]
-
-
-def run_both(program: Program) -> tuple[Any, Any]:
-    torch = pytest.importorskip("torch")
-    return program(ag), program(torch)
 
 
 def assert_same_tensor(a: ag.Tensor, t: Any) -> None:

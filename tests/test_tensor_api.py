@@ -12,18 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from oracles import check_against_torch, check_second_order
+from oracles import check_against_torch, check_second_order, run_both
 
 import aiograd as ag
 
 pytestmark = pytest.mark.timeout(60)
 
 Program = Callable[[Any], Any]
-
-
-def run_both(program: Program) -> tuple[Any, Any]:
-    torch = pytest.importorskip("torch")
-    return program(ag), program(torch)
 
 
 def dtype_name(dtype: Any) -> str:
