@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor
+from .._tensor import Tensor, scalar_type_name
 from ..devices import device_of_array
 from ..grad_mode import _grad_enabled
 from ..graph._node import Node
@@ -422,7 +422,7 @@ def _cross_entropy_probs(input: Tensor, target: Any, weight: Any,  # noqa: A002
     if target.dtype.kind != "f":
         raise RuntimeError(
             "Expected floating point type for target with class probabilities, got "
-            f"{_torch_dtype_name(target.dtype)}"
+            f"{scalar_type_name(target.dtype)}"
         )
     if ignore_index >= 0:
         raise RuntimeError("ignore_index is not supported for floating point target")
@@ -486,15 +486,6 @@ class NllLoss2DBackward0(NllLossBackward0):
     """NllLossBackward0 for inputs of 3 or more dimensions (PyTorch's name for them)."""
 
     __slots__ = ()
-
-
-_DTYPE_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int64": "Long",
-                "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-
-
-def _torch_dtype_name(dtype: Any) -> str:
-    """PyTorch's name of a dtype (``Float`` for float32), as its messages print it."""
-    return _DTYPE_NAMES.get(dtype.name, dtype.name)
 
 
 def _check_input(name: str, input: Any) -> None:  # noqa: A002
@@ -601,8 +592,8 @@ def _nll_checks(name: str, input: Tensor, target: Any, weight: Any,  # noqa: A00
             )
         if w.dtype != input.dtype:
             raise RuntimeError(
-                f"expected scalar type {_torch_dtype_name(input.dtype)} but found "
-                f"{_torch_dtype_name(w.dtype)}"
+                f"expected scalar type {scalar_type_name(input.dtype)} but found "
+                f"{scalar_type_name(w.dtype)}"
             )
     if t.size:
         bad = ((t < 0) | (t >= n_classes)) & (t != ignore_index)
