@@ -471,27 +471,36 @@ def test_adam_trajectory_matches_torch(kwargs: dict[str, Any]):
 
 @pytest.mark.parametrize("make", [lambda ps: SGD(ps, lr=0.1, momentum=0.9),
                                   lambda ps: Adam(ps, lr=0.1)])
-def test_step_updates_data_in_place_without_bumping_version(make: Callable[[Any], Optimizer]):
+def test_step_updates_data_in_place_and_bumps_the_version(make: Callable[[Any], Optimizer]):
     p = nn.Parameter(np.ones(3))
-    arr, version = p.data, p._version
+    arr = p.data
     opt = make([p])
     for _ in range(3):
+        version = p._version
         p.grad = aiograd.tensor(np.full(3, 0.5))
         opt.step()
+        assert p._version > version  # an in-place write, as PyTorch's under no_grad
     assert p.data is arr
-    assert p._version == version
     assert (p.data < 1.0).all()
 
 
-def test_step_after_graph_recorded_still_backprops():
-    # .data writes don't bump the version: a saved tensor stays usable (PyTorch's .data rule).
-    p = nn.Parameter(np.array([2.0]))
-    y = (p * p).sum()
-    p.grad = aiograd.tensor(np.array([1.0]))
-    SGD([p], lr=0.5).step()
-    p.grad = None
-    aiograd.backward_sync(y)
-    np.testing.assert_allclose(p.grad.data, [3.0])  # 2 * the updated value 1.5
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_backward_through_a_graph_recorded_before_a_step_raises_as_in_pytorch(optimizer):
+    # the graph saved the old weights: backward after the step would silently use the new ones
+    torch = pytest.importorskip("torch")
+    errors = []
+    for lib, make, backward in ((torch, getattr(torch.optim, optimizer), "backward"),
+                                (aiograd, {"SGD": SGD, "Adam": Adam}[optimizer],
+                                 "backward_sync")):
+        w = lib.tensor(np.array([2.0, -1.0]), requires_grad=True)
+        loss = (w * w).sum()
+        getattr(loss, backward)(retain_graph=True)
+        make([w], lr=0.5).step()
+        with pytest.raises(RuntimeError) as info:
+            getattr(loss, backward)()
+        errors.append(str(info.value).split(" is at version")[0])
+    assert "modified by an inplace operation" in errors[1]
+    assert errors[1].replace("[float64 [2]]", "[torch.DoubleTensor [2]]") == errors[0]
 
 
 def test_step_skips_parameters_without_grad():

@@ -6,9 +6,10 @@ Note [Optimizer steps write .data in place]
     ``+=``). So:
 
     - the parameter keeps its identity and its array, and views of it stay views;
-    - the version counter is not bumped (PyTorch's ``.data`` rule, DESIGN §2);
-      a graph recorded before the step can still run backward afterwards, and
-      sees the new values;
+    - the version counter is bumped once per updated parameter, as PyTorch's
+      in-place updates under ``no_grad`` bump it: a graph recorded before the
+      step that saved the parameter raises the version error on a later
+      backward instead of silently using the new values;
     - a step allocates nothing after the first: state buffers (momentum,
       moments) and scratch buffers are made once per parameter, lazily.
 
@@ -136,9 +137,11 @@ class Optimizer:
 
     @staticmethod
     def _with_grads(group: dict[str, Any]) -> Iterator[tuple[Tensor, Any, Any, Any]]:
-        """``(param, array module, param array, grad array)`` for each param with a grad."""
+        """``(param, array module, param array, grad array)`` for each param with a grad,
+        whose version counter is bumped: the caller writes the array in place."""
         for p in group["params"]:
             if p.grad is not None:
+                p._vc.value += 1
                 yield p, p.device.xp, p.data, p.grad.data
 
     def _scratch_for(self, p: Tensor, count: int) -> list[Any]:
