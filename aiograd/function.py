@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy
 
+from ._ops.views import mark_function_view
 from ._tensor import Tensor
 from .devices import CPU
 from .grad_mode import _grad_enabled, no_grad
@@ -246,6 +247,9 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
                 out.grad_fn = node
                 out.output_nr = len(metadata) - 1
                 out._rg = True
+                source = _input_sharing_memory(out, args)
+                if source is not None:
+                    mark_function_view(out, source)
             results.append(out)
         node.input_metadata = tuple(metadata)
         if len(metadata) < len(outs):
@@ -258,6 +262,16 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
             None if t is None else SavedTensor(t, t.grad_fn is node) for t in to_save
         )
         return results[0] if single else tuple(results)
+
+
+def _input_sharing_memory(out: Tensor, args: tuple[Any, ...]) -> Tensor | None:
+    """The input whose memory ``out`` shares (an input returned as is, or a view of one)."""
+    xp = out.device.xp
+    for a in args:
+        if isinstance(a, Tensor) and a.device is out.device and xp.may_share_memory(
+                out.data, a.data):
+            return a
+    return None
 
 
 @functools.lru_cache(maxsize=256)

@@ -39,7 +39,14 @@ from ._record import (
     scalar_or_tensor,
 )
 from .arithmetic import AddBackward0, DivBackward0, MulBackward0, SubBackward0
-from .views import is_differentiable_view, rebase_view, refresh_views, set_history
+from .views import (
+    function_view_error,
+    is_differentiable_view,
+    is_function_view,
+    rebase_view,
+    refresh_views,
+    set_history,
+)
 
 __all__ = ["check_inplace", "commit_inplace"]
 
@@ -54,6 +61,9 @@ def check_inplace(t: Tensor, edges: _Edges) -> None:
     See Note [In-place ops]. Called before anything is written.
     """
     base = t._base
+    if (base is not None and (edges is not None or base._rg) and _grad_enabled.get()
+            and is_function_view(t)):
+        raise function_view_error(t)
     if edges is not None:
         if t.grad_fn is None and t._rg:
             raise RuntimeError(

@@ -25,6 +25,13 @@ Note [In-place writes to views]
     strides (:class:`ViewGeometry`), so every view op is covered without
     recording how the view was made. Views made in no_grad mode are not
     registered and may not be written with autograd (PyTorch's rule).
+
+    An output of a custom Function that shares memory with one of its
+    inputs (an input returned as is, or a view of it) is a view too, but its
+    history is the Function's backward, which no rebase could keep right:
+    as in PyTorch, writing it in place with autograd raises, and after a
+    write to its root its grad_fn becomes a node that raises in backward
+    (``mark_function_view``; PyTorch raises when the view is next read).
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ from ..graph._saved import ERR_BACKWARD_TWICE
 from . import _dual
 from ._record import record
 
-__all__ = ["as_view", "is_differentiable_view", "rebase_view", "refresh_views"]
+__all__ = ["as_view", "function_view_error", "is_differentiable_view", "is_function_view",
+           "mark_function_view", "rebase_view", "refresh_views"]
 
 _registry_lock = threading.Lock()
 
@@ -52,14 +60,25 @@ class _ViewRef(weakref.ref):
 
 
 class LiveViews:
-    """The views of one root made with grad mode on, held weakly, by ``id``."""
+    """The views of one root made with grad mode on, held weakly, by ``id``.
 
-    __slots__ = ("refs", "_forget")
+    Invariant: ``of_functions`` holds the keys of ``refs`` whose views are
+    outputs of custom Functions (see the Note).
+    """
+
+    __slots__ = ("refs", "of_functions", "_forget")
 
     def __init__(self) -> None:
         refs: dict[int, _ViewRef] = {}
+        of_functions: set[int] = set()
         self.refs = refs
-        self._forget = lambda ref: refs.pop(ref.key, None)
+        self.of_functions = of_functions
+
+        def forget(ref: _ViewRef) -> None:
+            refs.pop(ref.key, None)
+            of_functions.discard(ref.key)
+
+        self._forget = forget
 
     def add(self, view: Tensor) -> None:
         ref = _ViewRef(view, self._forget)
@@ -75,6 +94,59 @@ class LiveViews:
         return [v for v in views if v is not None]
 
 
+def _live_views(root: Tensor) -> LiveViews:
+    views = root._views
+    if views is None:
+        with _registry_lock:
+            views = root._views
+            if views is None:
+                views = root._views = LiveViews()
+    return views
+
+
+def mark_function_view(out: Tensor, base: Tensor) -> None:
+    """Make ``out``, an output of a custom Function sharing ``base``'s memory, a view of
+    ``base``'s root that may not be written with autograd (see the Note)."""
+    root = base if base._base is None else base._base
+    out._vc = root._vc
+    out._base = root
+    views = _live_views(root)
+    if out not in views:
+        views.add(out)
+    views.of_functions.add(id(out))
+
+
+def is_function_view(t: Tensor) -> bool:
+    """True if ``t`` is an output of a custom Function that is a view of one of its inputs."""
+    base = t._base
+    views = None if base is None else base._views
+    return views is not None and id(t) in views.of_functions and t in views
+
+
+def function_view_error(t: Tensor) -> RuntimeError:
+    """PyTorch's error for an in-place write to, or after, a custom Function's view output."""
+    name = t.grad_fn.name().removesuffix("Backward") if t.grad_fn is not None else "Function"
+    return RuntimeError(
+        f"Output {t.output_nr} of {name} is a view and is being modified inplace. This view "
+        "was created inside a custom Function (or because an input was returned as-is) and "
+        "the autograd logic to handle view+inplace would override the custom backward "
+        "associated with the custom Function, leading to incorrect gradients. This behavior "
+        "is forbidden. You can fix this by cloning the output of the custom Function."
+    )
+
+
+class _ModifiedFunctionView(Node):
+    """The grad_fn of a custom Function's view output after its root was written: raises."""
+
+    __slots__ = ("message",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        raise RuntimeError(self.message)
+
+    def name(self) -> str:
+        return "ErrorBackward"
+
+
 def as_view(out: Tensor, base: Tensor) -> Tensor:
     """Make ``out`` a view of ``base``. See Note [Views share the version counter]
     in :mod:`.shape`; with grad mode on, also Note [In-place writes to views]."""
@@ -82,13 +154,7 @@ def as_view(out: Tensor, base: Tensor) -> Tensor:
     out._vc = base._vc
     out._base = root
     if _grad_enabled.get():
-        views = root._views
-        if views is None:
-            with _registry_lock:
-                views = root._views
-                if views is None:
-                    views = root._views = LiveViews()
-        views.add(out)
+        _live_views(root).add(out)
     return out
 
 
@@ -281,7 +347,23 @@ def refresh_views(root: Tensor) -> None:
     edge = _edge(root)
     if edge is None:
         return
+    of_functions = root._views.of_functions
     for view in root._views.alive():
+        if id(view) in of_functions:
+            if type(view.grad_fn) is _ModifiedFunctionView:
+                continue
+            node = _ModifiedFunctionView(())
+            node.message = (
+                f"Output {view.output_nr} of {view.grad_fn.name().removesuffix('Backward')} "
+                "is a view and its base or another view of its base has been modified "
+                "inplace. This view was created inside a custom Function (or because an "
+                "input was returned as-is) and the autograd logic to handle view+inplace "
+                "would override the custom backward associated with the custom Function, "
+                "leading to incorrect gradients. This behavior is forbidden. You can fix this "
+                "by cloning the output of the custom Function."
+            )
+            set_history(view, node)
+            continue
         geometry = ViewGeometry.of(view.data, root.data)
         if geometry is None:  # root.data was replaced: no longer a view
             continue
