@@ -375,3 +375,20 @@ def test_clone_can_be_written_in_place_without_touching_the_source():
     np.testing.assert_array_equal(x.detach().numpy(), [1.0, 1.0, 1.0])
     (g,) = ag.grad_sync(c, [x], ag.ones(3, dtype=ag.float64))
     np.testing.assert_array_equal(g.numpy(), [1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("leaf_input", [True, False])
+def test_backward_reads_a_saved_inputs_assigned_data_as_pytorch(leaf_input):
+    # PyTorch keeps a saved input itself, so assigning .data after the forward is seen
+    # (no version bump: .data is not an in-place op)
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib in (torch, ag):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        a = x if leaf_input else x * 1.0
+        y = (a * a).sum()
+        new = np.array([10.0, 20.0], dtype=np.float32)
+        a.data = torch.tensor(new) if lib is torch else new
+        y.backward() if lib is torch else y.backward_sync()
+        grads.append(x.grad.numpy().tolist())
+    assert grads[1] == grads[0] == [20.0, 40.0]

@@ -95,7 +95,9 @@ class SavedTensor:
     ``vc``/``version`` are the version counter and its value at save time.
     For ``create_graph`` the tensor is rebuilt with its history: an input is
     kept as ``tensor`` (None for the node's own output, whose grad_fn is the
-    owner). With a pack hook only the history is kept (``grad_fn`` and
+    owner), and unpacking reads the input's current ``.data``, as PyTorch
+    keeps the input itself: an assigned ``.data`` is seen (in-place writes
+    are caught by the version check). With a pack hook only the history is kept (``grad_fn`` and
     ``output_nr``, or the leaf itself), so the hook decides where the array
     lives.
     """
@@ -134,13 +136,16 @@ class SavedTensor:
     def unpack(self, owner: Node, create_graph: bool) -> Any:
         """The saved value: an array, or a Tensor with history when ``create_graph``."""
         data = self.data
+        t = self.tensor
         if data is None:  # not version-checked: the hooks decide what is kept (as PyTorch)
             data = self._unpack_hooked()
-        elif self.vc.value != self.version:
-            self._raise_modified(owner)
+        else:
+            if t is not None:  # the input itself, as PyTorch keeps it: a new .data is seen
+                data = t.data
+            if self.vc.value != self.version:
+                self._raise_modified(owner)
         if not create_graph:
             return data
-        t = self.tensor
         if t is not None and t.data is data:
             return t
         from .._tensor import Tensor
