@@ -392,3 +392,21 @@ def test_backward_reads_a_saved_inputs_assigned_data_as_pytorch(leaf_input):
         y.backward() if lib is torch else y.backward_sync()
         grads.append(x.grad.numpy().tolist())
     assert grads[1] == grads[0] == [20.0, 40.0]
+
+
+def test_a_view_taken_before_its_leaf_required_grad_may_not_be_written():
+    # the view requires grad through its base in PyTorch, so the write is refused with grad
+    # mode on (before, aiograd wrote the leaf without a word)
+    torch = pytest.importorskip("torch")
+    messages = []
+    for lib in (torch, ag):
+        y = lib.zeros(3)
+        v = y[1:]
+        y.requires_grad_()
+        with pytest.raises(RuntimeError) as info:
+            v.add_(1.0)
+        messages.append(str(info.value))
+        with lib.no_grad():
+            v.add_(1.0)  # allowed without grad mode, as in PyTorch
+        assert y.detach().numpy().tolist() == [0.0, 1.0, 1.0]
+    assert messages[1] == messages[0]

@@ -64,16 +64,17 @@ def check_inplace(t: Tensor, edges: _Edges) -> None:
     if (base is not None and (edges is not None or base._rg) and _grad_enabled.get()
             and is_function_view(t)):
         raise function_view_error(t)
-    if edges is not None:
-        if t.grad_fn is None and t._rg:
-            raise RuntimeError(
-                "a leaf Variable that requires grad is being used in an in-place operation."
-            )
-        if base is not None and base.grad_fn is None and base._rg:
-            raise RuntimeError(
-                "a view of a leaf Variable that requires grad is being used in an "
-                "in-place operation."
-            )
+    if edges is not None and t.grad_fn is None and t._rg:
+        raise RuntimeError(
+            "a leaf Variable that requires grad is being used in an in-place operation."
+        )
+    # also a view made before its leaf began to require grad (PyTorch's view requires grad)
+    if (base is not None and base.grad_fn is None and base._rg
+            and (edges is not None or _grad_enabled.get())):
+        raise RuntimeError(
+            "a view of a leaf Variable that requires grad is being used in an "
+            "in-place operation."
+        )
     if (base is not None and (edges is not None or base._rg) and _grad_enabled.get()
             and not is_differentiable_view(t)):
         raise RuntimeError(
