@@ -357,3 +357,25 @@ def test_a_custom_function_output_sharing_its_input_may_be_read_and_cloned():
     z = Id.apply(x * 2.0)
     (y.sum() + z.sum()).backward_sync()
     np.testing.assert_allclose(x.grad.numpy(), [[2.0, 2.0, 2.0], [5.0, 5.0, 5.0]])
+
+
+def _write_row_of_expanded(lib):
+    x = lib.tensor([[1.0, 2.0]], requires_grad=True)
+    e = (x * 1.0).expand(3, 2)
+    e[0].mul_(5.0)  # one row: no element written twice
+    return x, e.sum()
+
+
+def test_a_write_into_an_expanded_view_works_where_no_element_is_hit_twice():
+    torch = pytest.importorskip("torch")
+    seen = []
+    for lib in (torch, ag):
+        x, loss = _write_row_of_expanded(lib)
+        loss.backward() if lib is torch else loss.backward_sync()
+        seen.append(x.grad.numpy().tolist())
+        z = lib.tensor([1.0, 2.0])
+        z.expand_as(z).mul_(3.0)  # an expand that broadcasts nothing
+        assert z.numpy().tolist() == [3.0, 6.0]
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            lib.tensor([[1.0, 2.0]]).expand(3, 2).mul_(2.0)
+    assert seen[1] == seen[0] == [[15.0, 15.0]]

@@ -22,6 +22,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+import numpy
+
 from .._tensor import Tensor
 from ..engine.validate import sum_to_shape
 from ..graph._node import Node
@@ -336,8 +338,22 @@ class ExpandBackward0(Node):
         return (sum_to_shape(grads[0], self.in_shape),)
 
 
+def _expanded(x: Any, shape: tuple[int, ...]) -> Any:
+    """``x`` broadcast to ``shape``, a view. A NumPy one stays writable, as PyTorch's: a
+    write through it is refused only where it would hit one element twice (see
+    ``check_inplace``); NumPy's ``broadcast_to`` would make it read-only."""
+    if type(x) is not numpy.ndarray:
+        return _dual.xp_of(x).broadcast_to(x, shape)
+    lead = len(shape) - x.ndim
+    strides = (0,) * lead + tuple(
+        0 if have == 1 and want != 1 else stride
+        for have, want, stride in zip(x.shape, shape[lead:], x.strides))
+    return numpy.lib.stride_tricks.as_strided(x, shape, strides,
+                                              writeable=x.flags.writeable)
+
+
 def expand(t: Tensor, *sizes: Any) -> Tensor:
-    """``t`` broadcast to ``sizes`` without copying (-1 keeps a dim); a read-only view."""
+    """``t`` broadcast to ``sizes`` without copying (-1 keeps a dim); a view."""
     target = size_args(sizes, "expand")
     lead = len(target) - t.ndim
     if lead < 0:
@@ -365,7 +381,7 @@ def expand(t: Tensor, *sizes: Any) -> Tensor:
                 f"sizes: {list(t.shape)}"
             )
         shape.append(s)
-    data = t.device.xp.broadcast_to(t.data, tuple(shape))
+    data = _expanded(t.data, tuple(shape))
     edges = edges_of(t)
     if edges is None:
         return as_view(plain(data, t.device), t)
