@@ -17,9 +17,9 @@ Note [In-place writes to views]
       without autograd: a view's history always describes its current value.
 
     PyTorch makes a view's new grad_fn when it is next read; here it is made
-    at the write, so its sequence number is the write's, which can order it
-    differently from PyTorch's among nodes recorded between the write and
-    the view's next use.
+    at the write, for all live views at once, so its sequence number is the
+    write's, which can order it differently from PyTorch's (two views written
+    in turn run in the opposite order).
 
     A view's place in its root is found from the arrays' addresses and
     strides (:class:`ViewGeometry`), so every view op is covered without
