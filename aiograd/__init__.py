@@ -90,7 +90,8 @@ _METHOD_FUNCTIONS = (
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "sum", "mean", "max", "min", "prod", "std", "var", "amax", "amin", "argmax", "argmin",
     "norm", "cumsum", "logsumexp", "any", "all", "softmax", "log_softmax",
-    "reshape", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "t", "chunk",
+    "reshape", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "t", "select",
+    "narrow", "chunk",
     "split", "unbind", "flip", "gather", "index_select", "masked_fill", "nonzero",
     "mm", "bmm", "dot", "mv", "numel", "clone", "detach", "is_floating_point",
 )

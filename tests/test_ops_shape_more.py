@@ -343,3 +343,29 @@ def test_new_shape_ops_stay_on_the_tensors_device(fake_backend):
     (g,) = ag.grad_sync(sum(out.sum() for out in outs), [x])
     assert g.device == ag.device(dev)
     np.testing.assert_array_equal(g.cpu().numpy(), np.full((2, 3), 8.0) - [[0] * 3, [1] * 3])
+
+
+# ---- select / narrow / fill_ ----
+
+def test_select_narrow_and_fill_match_torch():
+    torch = pytest.importorskip("torch")
+    seen = []
+    for lib in (torch, ag):
+        x = lib.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+        a, b, c = x.select(1, -1), x.narrow(0, 1, 2), lib.narrow(x, 1, -2, 2)
+        y = x * 1.0
+        y.fill_(2.0)
+        v = lib.tensor(3.0, requires_grad=True)
+        z = x * 1.0
+        z.fill_(v)
+        loss = a.sum() + (b * 2.0).sum() + (c * 3.0).sum() + y.sum() + z.sum() * 2.0
+        loss.backward() if lib is torch else loss.backward_sync()
+        seen.append(([t.grad_fn.name() for t in (a, b, c, y, z)], x.grad.numpy().tolist(),
+                     float(v.grad), a._base is x, b._base is x))
+        with pytest.raises(IndexError):
+            x.select(0, 3)
+        with pytest.raises(RuntimeError):
+            x.narrow(0, 2, 2)
+        with pytest.raises(RuntimeError):
+            (x * 1.0).fill_(lib.ones(2))
+    assert seen[1] == seen[0]

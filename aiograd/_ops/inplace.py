@@ -20,6 +20,7 @@ write is saved as a copy carrying ``t``'s old history.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy
@@ -205,6 +206,25 @@ class ZeroBackward0(Node):
         return (_dual.zeros_of(grads[0]),)
 
 
+class FillBackward2(ZeroBackward0):
+    """``t.fill_(number)``: t's old value gets zeros."""
+
+    __slots__ = ()
+
+
+class FillBackward3(Node):
+    """``t.fill_(value)`` with a 0-d tensor ``value``: t's old value gets zeros, ``value``
+    the sum of the gradient."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        edges = self.next_edges
+        return (_dual.zeros_of(g) if edges[0] is not None else None,
+                _dual.sum_dims(g, None) if edges[1] is not None else None)
+
+
 class CopyBackwards(Node):
     """``t.copy_(src)``: t's old value gets zeros; src the gradient (the engine casts and sums)."""
 
@@ -222,6 +242,27 @@ def zero_(t: Tensor) -> Tensor:
     check_inplace(t, edges)
     t.data.fill(0)
     return commit_inplace(t, None if edges is None else ZeroBackward0(edges))
+
+
+def fill_(t: Tensor, value: Any) -> Tensor:
+    """Fill ``t`` with ``value`` in place: a number, or a 0-d tensor (which gets a gradient)."""
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(
+                "fill_ only supports 0-dimension value tensor but got tensor with "
+                f"{value.ndim} dimensions."
+            )
+        check_same_device(t, value)
+        edges = edges_of(t, value) if t.data.dtype.kind == "f" else None
+        check_inplace(t, edges)
+        t.data[...] = value.data
+        return commit_inplace(t, None if edges is None else FillBackward3(edges))
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"fill_(): argument 'value' must be a number, not {type(value).__name__}")
+    edges = edges_of(t)
+    check_inplace(t, edges)
+    t.data.fill(value)
+    return commit_inplace(t, None if edges is None else FillBackward2(edges))
 
 
 def copy_(t: Tensor, src: Tensor) -> Tensor:
@@ -271,6 +312,7 @@ Tensor.sub_ = sub_
 Tensor.mul_ = mul_
 Tensor.div_ = div_
 Tensor.zero_ = zero_
+Tensor.fill_ = fill_
 Tensor.copy_ = copy_
 Tensor.clone = clone
 Tensor.__iadd__ = add_

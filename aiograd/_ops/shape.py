@@ -394,6 +394,42 @@ def expand_as(t: Tensor, other: Tensor) -> Tensor:
     return expand(t, *other.shape)
 
 
+# ---- select / narrow ----
+
+def select(t: Tensor, dim: int, index: int) -> Tensor:
+    """``t`` indexed by ``index`` along ``dim``, which goes (a view; SelectBackward0)."""
+    if t.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, t.ndim)
+    i = operator.index(index)
+    size = t.shape[d]
+    if not -size <= i < size:
+        raise IndexError(
+            f"select(): index {i} out of range for tensor of size {list(t.shape)} at "
+            f"dimension {d}"
+        )
+    return t[(slice(None),) * d + (i,)]
+
+
+def narrow(t: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """Elements ``start`` to ``start + length`` along ``dim`` (a view; SliceBackward0)."""
+    if t.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, t.ndim)
+    size = t.shape[d]
+    begin = operator.index(start)
+    if not -size <= begin <= size:
+        raise IndexError(
+            f"start out of range (expected to be in range of [{-size}, {size}], but got "
+            f"{begin})"
+        )
+    begin %= size if size else 1
+    n = operator.index(length)
+    if n < 0 or begin + n > size:
+        raise RuntimeError(f"start ({begin}) + length ({n}) exceeds dimension size ({size}).")
+    return t[(slice(None),) * d + (slice(begin, begin + n),)]
+
+
 # ---- repeat ----
 
 class RepeatBackward0(Node):
@@ -502,6 +538,8 @@ Tensor.view_as = view_as
 Tensor.reshape_as = reshape_as
 Tensor.expand = expand
 Tensor.expand_as = expand_as
+Tensor.select = select
+Tensor.narrow = narrow
 Tensor.contiguous = contiguous
 Tensor.is_contiguous = is_contiguous
 Tensor.flip = flip
