@@ -26,12 +26,14 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor, scalar_type_name
+from .._tensor import Tensor, cpp_type_name, scalar_type_name
 from ..devices import device_of_array
 from ..grad_mode import _grad_enabled
 from ..graph._node import Node
 from . import _dual
+from ._promote import promote_types
 from ._record import check_same_device, edges_of, plain, record, save
+from .arithmetic import broadcast_error
 from .reductions import as_array, normalize_dim
 from .unary import where
 
@@ -161,10 +163,11 @@ class AddmmBackward0(Node):
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:  # noqa: A002
     """``input @ weight.T + bias`` (``torch.nn.functional.linear``).
 
-    A 2-D input records one AddmmBackward0 node and adds the bias in place into
-    the fresh product; other inputs fall back to ``@`` and ``+``. A 1-D weight
-    (in,) gives an output without the last dim; it takes a bias only with a
-    1-D input (PyTorch's rule).
+    A 2-D input records one AddmmBackward0 node and adds the bias (of shape (out,)
+    or (1,)) in place into the fresh product; other inputs fall back to ``@`` and
+    ``+``. A 1-D weight (in,) gives an output without the last dim; it takes a bias
+    only with a 1-D input (PyTorch's rule). The dtypes must agree (no promotion):
+    PyTorch's RuntimeError otherwise.
     """
     for name, value in (("input", input), ("weight", weight)):
         if not isinstance(value, Tensor):
@@ -174,14 +177,22 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     x, w, b = input.data, weight.data, None if bias is None else bias.data
     if x.ndim != 2 or w.ndim != 2 or (b is not None and b.ndim != 1):
         return _linear_unfused(input, weight, bias)
+    if x.dtype is not w.dtype or (b is not None and b.dtype is not w.dtype):
+        _check_linear_dtypes(x, w, b)
     dev = check_same_device(input, weight)
     if bias is not None:
         check_same_device(input, bias)
-    if x.shape[1] != w.shape[1] or (b is not None and b.shape[0] != w.shape[0]):
+    if x.shape[1] != w.shape[1]:
         raise RuntimeError(
-            f"linear: input {tuple(x.shape)}, weight {tuple(w.shape)} and bias "
-            f"{None if b is None else tuple(b.shape)} do not fit: expected input "
-            "(N, in), weight (out, in), bias (out,)"
+            f"mat1 and mat2 shapes cannot be multiplied ({x.shape[0]}x{x.shape[1]} and "
+            f"{w.shape[1]}x{w.shape[0]}): linear: input {tuple(x.shape)} and weight "
+            f"{tuple(w.shape)} do not fit; expected input (N, in) and weight (out, in)"
+        )
+    if b is not None and b.shape[0] != w.shape[0] and b.shape[0] != 1:
+        raise RuntimeError(
+            f"The expanded size of the tensor ({w.shape[0]}) must match the existing size "
+            f"({b.shape[0]}) at non-singleton dimension 1.  Target sizes: "
+            f"[{x.shape[0]}, {w.shape[0]}].  Tensor sizes: [{b.shape[0]}]"
         )
     data = x @ w.T
     if b is not None:
@@ -195,8 +206,33 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return record(node, data, dev)
 
 
+def _check_linear_dtypes(x: Any, w: Any, b: Any) -> None:
+    """PyTorch's errors for the mixed dtypes of the arrays ``x``, ``w`` and the bias
+    ``b`` (or None) in linear. With a bias (addmm) the bias is checked against the
+    weight first (``self``), then the input (``mat1``); without one (mm) the input is
+    checked (``m1``) only if the shapes fit, else the shape error comes first."""
+    if b is not None and b.dtype != w.dtype:
+        raise RuntimeError(
+            "self and mat2 must have the same dtype, but got "
+            f"{scalar_type_name(b.dtype)} and {scalar_type_name(w.dtype)}"
+        )
+    if x.dtype == w.dtype:
+        return
+    if b is not None:
+        raise RuntimeError(
+            "mat1 and mat2 must have the same dtype, but got "
+            f"{scalar_type_name(x.dtype)} and {scalar_type_name(w.dtype)}"
+        )
+    if x.shape[-1] == w.shape[-1]:
+        raise RuntimeError(
+            "expected m1 and m2 to have the same dtype, but got: "
+            f"{cpp_type_name(x.dtype)} != {cpp_type_name(w.dtype)}"
+        )
+
+
 def _linear_unfused(input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
-    """linear off the 2-D path, as ``@`` and ``+``, with PyTorch's checks of the ranks."""
+    """linear off the 2-D path, as ``@`` and ``+``, with PyTorch's checks of the ranks
+    and dtypes; the bias must broadcast to the product's shape."""
     if input.ndim == 0 or weight.ndim == 0:
         raise RuntimeError(
             "both arguments to linear need to be at least 1D, but they are "
@@ -212,8 +248,21 @@ def _linear_unfused(input: Tensor, weight: Tensor, bias: Tensor | None) -> Tenso
             "mat2 must be a matrix, got 1-D tensor: linear takes a bias with a 1-D weight "
             "only for a 1-D input; give the weight shape (1, in) instead"
         )
+    if bias is not None:
+        _check_linear_dtypes(input.data, weight.data, bias.data)
     out = input @ (weight if weight.ndim == 1 else weight.transpose(0, 1))
-    return out if bias is None else out + bias
+    if bias is None:
+        return out
+    try:
+        shape = numpy.broadcast_shapes(out.shape, bias.shape)
+    except ValueError:
+        shape = None
+    if shape != out.shape:
+        raise RuntimeError(
+            f"linear: a bias of shape {list(bias.shape)} cannot be broadcast to the "
+            f"output's shape {list(out.shape)}"
+        )
+    return out + bias
 
 
 # ---- mse_loss ----
@@ -234,8 +283,15 @@ class MseLossBackward0(Node):
         self.target.release()
 
 
-def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
-    """Mean (or sum, or elementwise with ``'none'``) of ``(input - target) ** 2``."""
+def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """Mean (or sum, or elementwise with ``'none'``) of ``(input - target) ** 2``.
+
+    ``reduction`` is keyword-only: PyTorch's third positional parameter is its
+    deprecated ``size_average``. The two broadcast (with PyTorch's warning when their
+    shapes differ) and compute in their promoted dtype: as both take the broadcast
+    shape, neither is a 0-d tensor of lower priority (``float32`` with an ``int64`` or a
+    0-d ``float64`` target gives ``float32`` and ``float64``, as PyTorch's).
+    """
     reduction = _reduction(reduction)
     if not isinstance(target, Tensor):
         if not hasattr(target, "shape"):
@@ -253,7 +309,15 @@ def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # 
             UserWarning,
             stacklevel=2,
         )
-    diff = input.data - target.data
+        try:
+            numpy.broadcast_shapes(input.shape, target.shape)
+        except ValueError:
+            raise broadcast_error(input.shape, target.shape) from None
+    x, t = input.data, target.data
+    if x.dtype is not t.dtype:
+        dt = promote_types(x.dtype, t.dtype)
+        x, t = x.astype(dt, copy=False), t.astype(dt, copy=False)
+    diff = x - t
     losses = diff * diff
     data = _reduce(losses, reduction)
     edges = edges_of(input, target)

@@ -1,5 +1,6 @@
 """Elementwise ops: unary (``exp log sqrt log1p expm1 sin cos abs tanh sigmoid relu sign``),
-``clamp`` (number or tensor bounds, and in place), ``maximum``/``minimum`` and ``where``.
+``relu_``, ``clamp`` (number or tensor bounds, and in place), ``maximum``/``minimum`` and
+``where``.
 
 Each node saves one tensor, the input or the op's own output, whichever
 its formula is written with (PyTorch's choice). Masks (relu, clamp, where)
@@ -366,6 +367,27 @@ def sign(a: Tensor) -> Tensor:
 def relu(a: Tensor) -> Tensor:
     data = a.device.xp.maximum(a.data, 0)
     return _record_unary(ReluBackward0, a, data, saves_output=True)
+
+
+def relu_(a: Tensor) -> Tensor:
+    """``relu`` in place (See Note [In-place ops]), recorded as ReluBackward0 saving the
+    result at its new version, as PyTorch's: a later in-place write of ``a`` makes the
+    backward raise.
+
+    A view's result is saved without history (a create_graph backward treats it as a
+    constant): its grad_fn leads back to this node through the root's CopySlices, and
+    holding it would be a reference cycle. Only the mask is taken from it, so the
+    gradients are PyTorch's.
+    """
+    edges = edges_of(a)
+    check_inplace(a, edges)
+    a.device.xp.maximum(a.data, 0, out=a.data)
+    if edges is None:
+        return commit_inplace(a, None)
+    node = ReluBackward0(edges)
+    commit_inplace(a, node)
+    node.saved = save(a, is_output=True) if a._base is None else save(a.detach())
+    return a
 
 
 class ClampBackward1(_SavesOne):
@@ -773,6 +795,7 @@ Tensor.abs = abs
 Tensor.__abs__ = abs
 Tensor.sign = sign
 Tensor.relu = relu
+Tensor.relu_ = relu_
 Tensor.log1p = log1p
 Tensor.expm1 = expm1
 Tensor.sin = sin

@@ -15,6 +15,7 @@ from typing import Any, overload
 import numpy
 
 from .. import devices
+from .._ops.unary import relu, relu_
 from .._tensor import Tensor, _resolve_dtype, rand
 from . import functional as F
 from ._module import Module, Parameter
@@ -36,7 +37,11 @@ __all__ = [
 # ---- layers ----
 
 class Identity(Module):
-    """Returns its input unchanged."""
+    """Returns its input unchanged; its arguments are ignored (as PyTorch's), so it can
+    stand in for any layer."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
 
     def forward(self, x: Tensor) -> Tensor:
         return x
@@ -52,16 +57,14 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        for name, value in (("in_features", in_features), ("out_features", out_features)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"Linear {name} must be a non-negative int, got {value!r}")
+        shape = _weight_shape(out_features, in_features)
         self.in_features = in_features
         self.out_features = out_features
         dt = _resolve_dtype(dtype)
-        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        self.weight = Parameter(_uniform((out_features, in_features), bound, dt, device))
+        bound = 1.0 / math.sqrt(shape[1]) if shape[1] > 0 else 0.0
+        self.weight = Parameter(_uniform(shape, bound, dt, device))
         if bias:
-            self.bias = Parameter(_uniform((out_features,), bound, dt, device))
+            self.bias = Parameter(_uniform(shape[:1], bound, dt, device))
         else:
             self.register_parameter("bias", None)
 
@@ -71,6 +74,23 @@ class Linear(Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+def _weight_shape(out_features: Any, in_features: Any) -> tuple[int, int]:
+    """``(out, in)`` as ints; PyTorch's TypeError for a non-integer size (``operator.index``
+    fails: a float, None) and its RuntimeError for a negative one."""
+    shape = []
+    for name, value in (("out_features", out_features), ("in_features", in_features)):
+        try:
+            shape.append(operator.index(value))
+        except TypeError:
+            raise TypeError(
+                f"Linear(): {name} must be an int, but got {type(value).__name__}"
+            ) from None
+    for n in shape:
+        if n < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {shape}")
+    return shape[0], shape[1]
 
 
 def _uniform(shape: tuple[int, ...], bound: float, dtype: numpy.dtype | None,
@@ -532,10 +552,19 @@ def _entry_repr(key: str, value: Any) -> str:
 # ---- activations ----
 
 class ReLU(Module):
-    """``max(x, 0)`` elementwise."""
+    """``max(x, 0)`` elementwise; with ``inplace``, written into the input (``relu_``)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.relu(x)
+        if self.inplace:
+            return relu_(x)
+        return relu(x)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class Tanh(Module):

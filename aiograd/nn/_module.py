@@ -273,7 +273,7 @@ class Module:
             raise KeyError(f"attribute '{name}' already exists")
         if param is not None and not _is_parameter(param):
             raise TypeError(
-                f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                f"cannot assign '{_typename(param)}' object to parameter '{name}' "
                 "(aiograd.nn.Parameter or None required); wrap it: aiograd.nn.Parameter(t)"
             )
         if param is not None and param.grad_fn is not None:
@@ -313,35 +313,39 @@ class Module:
     register_module = add_module
 
     def __setattr__(self, name: str, value: Any) -> None:
+        """PyTorch's rules: a Parameter or a Module registers under ``name`` (dropping an
+        entry of another kind there, except that only a Parameter or None may replace a
+        parameter); a registered name takes only values of its kind or None."""
         d = self.__dict__
+        params = d.get("_parameters")
         if _is_parameter(value):
             self._check_init("parameters")
-            _remove_from(d, name, "_buffers", "_modules")
+            _remove_from(self, name, "_buffers", "_modules")
             d.pop(name, None)
             self.register_parameter(name, value)
-        elif isinstance(value, Module):
-            self._check_init("child modules")
-            _remove_from(d, name, "_parameters", "_buffers")
-            d.pop(name, None)
-            self._modules[name] = value
-        elif "_parameters" in d and name in d["_parameters"]:
+        elif params is not None and name in params:
             if value is not None:
                 raise TypeError(
-                    f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                    f"cannot assign '{_typename(value)}' as parameter '{name}' "
                     "(aiograd.nn.Parameter or None expected)"
                 )
-            self._parameters[name] = None
+            params[name] = None
+        elif isinstance(value, Module):
+            self._check_init("module")
+            _remove_from(self, name, "_buffers")
+            d.pop(name, None)
+            self._modules[name] = value
         elif "_modules" in d and name in d["_modules"]:
             if value is not None:
                 raise TypeError(
-                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    f"cannot assign '{_typename(value)}' as child module '{name}' "
                     "(aiograd.nn.Module or None expected)"
                 )
             self._modules[name] = None
         elif "_buffers" in d and name in d["_buffers"]:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(
-                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    f"cannot assign '{_typename(value)}' as buffer '{name}' "
                     "(aiograd.Tensor or None expected)"
                 )
             self._buffers[name] = value
@@ -452,6 +456,44 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
+    def get_submodule(self, target: str) -> Module:
+        """The module at dotted path ``target`` (``""`` is this module); AttributeError,
+        as PyTorch's, for a missing name or one that is not a Module."""
+        mod = self
+        if target == "":
+            return mod
+        for item in target.split("."):
+            if not hasattr(mod, item):
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
+        return mod
+
+    def get_parameter(self, target: str) -> Tensor:
+        """The parameter at dotted path ``target``; AttributeError as PyTorch's."""
+        mod, name = self._owner_of(target)
+        value = getattr(mod, name)
+        if not _is_parameter(value):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return value
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target``; AttributeError as PyTorch's."""
+        mod, name = self._owner_of(target)
+        value = getattr(mod, name)
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return value
+
+    def _owner_of(self, target: str) -> tuple[Module, str]:
+        """The module holding the last name of dotted ``target``, and that name."""
+        path, _, name = target.rpartition(".")
+        mod = self.get_submodule(path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{type(mod).__name__} has no attribute `{name}`")
+        return mod, name
+
     # ---- modes and gradients ----
 
     def train(self, mode: bool = True) -> Module:
@@ -482,22 +524,44 @@ class Module:
 
     # ---- state ----
 
-    def state_dict(self, prefix: str = "") -> OrderedDict[str, numpy.ndarray]:
-        """Parameters and persistent buffers as host NumPy arrays (copies), by dotted name.
+    def state_dict(self, *args: Any, destination: Any = None, prefix: str = "",
+                   keep_vars: bool = False) -> Any:
+        """Parameters and persistent buffers by ``prefix`` + dotted name (``prefix`` is
+        prepended as given: ``"p."`` gives ``"p.weight"``), into ``destination`` (a new
+        OrderedDict if None), which is returned.
 
-        As PyTorch, a module reached by several paths (``Sequential(l, l)``)
-        appears under each of its names; :meth:`load_state_dict` expects them all.
+        The values are host NumPy arrays (copies), or with ``keep_vars`` the parameters
+        and buffers themselves. As PyTorch, a module reached by several paths
+        (``Sequential(l, l)``) appears under each of its names; :meth:`load_state_dict`
+        expects them all. ``args`` is PyTorch's deprecated positional form
+        ``(destination, prefix, keep_vars)``, with a FutureWarning.
         """
-        out: OrderedDict[str, numpy.ndarray] = OrderedDict()
-        for mod_prefix, mod in self.named_modules(prefix=prefix.rstrip("."),
-                                                  remove_duplicate=False):
-            dot = mod_prefix + ("." if mod_prefix else "")
+        if args:
+            warnings.warn(
+                "Positional args are being deprecated, use kwargs instead: "
+                "state_dict(destination=..., prefix=..., keep_vars=...)",
+                FutureWarning,
+                stacklevel=2,
+            )
+            if len(args) > 3:
+                raise TypeError(
+                    f"state_dict() takes at most 3 positional arguments ({len(args)} given)"
+                )
+            if destination is None:
+                destination = args[0]
+            if len(args) > 1 and prefix == "":
+                prefix = args[1]
+            if len(args) > 2 and keep_vars is False:
+                keep_vars = args[2]
+        out = OrderedDict() if destination is None else destination
+        for mod_path, mod in self.named_modules(remove_duplicate=False):
+            dot = prefix + mod_path + ("." if mod_path else "")
             for name, p in mod._parameters.items():
                 if p is not None:
-                    out[dot + name] = _to_host_copy(p)
+                    out[dot + name] = p if keep_vars else _to_host_copy(p)
             for name, b in mod._buffers.items():
                 if b is not None and name not in mod._non_persistent_buffers:
-                    out[dot + name] = _to_host_copy(b)
+                    out[dot + name] = b if keep_vars else _to_host_copy(b)
         return out
 
     def load_state_dict(self, state_dict: Mapping[str, Any],
@@ -679,11 +743,26 @@ def _check_name(name: str, what: str) -> None:
         raise KeyError(f'{what} name can\'t be empty or contain ".", got: {name!r}')
 
 
-def _remove_from(d: dict[str, Any], name: str, *registries: str) -> None:
+def _remove_from(module: Module, name: str, *registries: str) -> None:
+    """Drop ``name`` from ``module``'s ``registries`` (a buffer's persistence with it)."""
+    d = module.__dict__
     for registry in registries:
         table = d.get(registry)
         if table is not None and name in table:
             del table[name]
+            if registry == "_buffers":
+                module._non_persistent_buffers.discard(name)
+
+
+def _typename(value: Any) -> str:
+    """A value's type as PyTorch's messages name it (``torch.typename``): a builtin's bare
+    name, ``module.QualName`` otherwise, and ``aiograd.Tensor`` for a tensor."""
+    if isinstance(value, Tensor):
+        return "aiograd.Tensor"
+    cls = type(value)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _zero_grad(p: Tensor, set_to_none: bool) -> None:

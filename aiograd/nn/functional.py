@@ -9,13 +9,20 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from .._ops import nn_ops
+from .._ops import nn_ops, unary
 from .._ops.nn_ops import cross_entropy, linear, mse_loss, nll_loss
-from .._ops.unary import relu, sigmoid, tanh
+from .._ops.unary import relu_, sigmoid, tanh
 from .._tensor import Tensor
 
-__all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "nll_loss", "relu", "sigmoid",
-           "softmax", "tanh"]
+__all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "nll_loss", "relu", "relu_",
+           "sigmoid", "softmax", "tanh"]
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """``max(x, 0)`` elementwise; with ``inplace``, written into ``input`` (``relu_``)."""
+    if inplace:
+        return relu_(input)
+    return unary.relu(input)
 
 
 def _implicit_dim(name: str, ndim: int) -> int:

@@ -43,9 +43,12 @@ ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]]
 class Optimizer:
     """Base class of optimizers.
 
-    ``params`` is an iterable of Tensors, or of dicts (parameter groups) each
-    with a ``"params"`` list and optional per-group hyperparameters that
-    override ``defaults``. Subclasses implement :meth:`_update_group`.
+    ``params`` is an iterable of Tensors or of ``(name, Tensor)`` pairs
+    (``model.named_parameters()``), or of dicts (parameter groups) each with a
+    ``"params"`` list of either kind and optional per-group hyperparameters that
+    override ``defaults``. Named parameters give each group a ``"param_names"``
+    list (saved by :meth:`state_dict`), as PyTorch's; all groups are named or none.
+    Subclasses implement :meth:`_update_group`.
     """
 
     defaults: dict[str, Any]
@@ -86,6 +89,14 @@ class Optimizer:
                 "ordering of tensors in sets will change between runs; use a list instead"
             )
         params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        if names:
+            if len(names) != len(params):
+                raise ValueError(
+                    "all optimizer params should be with/without names. Some param names are "
+                    "missing"
+                )
+            params = [p[1] for p in params]
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
                 raise TypeError(
@@ -99,8 +110,17 @@ class Optimizer:
             raise ValueError("a parameter group contains the same parameter twice")
         group = dict(param_group)
         group["params"] = params
+        if names:
+            group["param_names"] = names
         for name, default in self.defaults.items():
             group.setdefault(name, default)
+        named = "param_names" in group
+        for g in self.param_groups:
+            if ("param_names" in g) != named:
+                raise ValueError(
+                    "all optimizer param groups should be with/without names. cannot add param "
+                    f"group {'with' if named else 'without'} names to the optimizer"
+                )
         existing = {id(p) for g in self.param_groups for p in g["params"]}
         if existing & set(ids):
             raise ValueError("some parameters appear in more than one parameter group")
