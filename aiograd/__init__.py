@@ -84,6 +84,7 @@ from .utils.checkpoint import checkpoint
 # The Tensor methods PyTorch also offers as functions (torch.exp, torch.sum, ...).
 _METHOD_FUNCTIONS = (
     "abs", "exp", "log", "sqrt", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "relu",
+    "relu_",
     "sign", "neg", "pow", "add", "sub", "mul", "div",
     "clamp", "clip", "clamp_min", "clamp_max", "maximum", "minimum",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
