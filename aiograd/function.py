@@ -214,7 +214,7 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
         record = _grad_enabled.get() and any(node.needs_input_grad)
         with no_grad():
             if separate_ctx:
-                outputs = cls.forward(*args)
+                outputs = cls.forward(*args, **kwargs)  # kwargs: keyword-only parameters
                 cls.setup_context(node, args, outputs)
             else:
                 outputs = cls.forward(node, *args, **kwargs)
