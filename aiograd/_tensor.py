@@ -767,9 +767,34 @@ def _out_of_range(data: Any, dt: numpy.dtype) -> numpy.ndarray:
     raise RuntimeError(f"value cannot be converted to type {dt} without overflow")
 
 
+def _holds_tensors(data: Any) -> bool:
+    """True if the nested lists and tuples ``data`` hold a Tensor (one level at a time)."""
+    level = [data]
+    while level:
+        kinds = set(map(type, itertools.chain.from_iterable(level)))
+        if Tensor in kinds:
+            return True
+        level = [x for x in itertools.chain.from_iterable(level) if type(x) in _SEQUENCES]
+    return False
+
+
+def _tensors_as_scalars(data: Any) -> Any:
+    """``data`` with each Tensor replaced by its one element (a 0-d array keeping its
+    dtype), as PyTorch reads tensors nested in lists."""
+    if isinstance(data, Tensor):
+        if data.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return numpy.asarray(data.device.backend.to_host(data.data)).reshape(())
+    if type(data) in _SEQUENCES:
+        return [_tensors_as_scalars(x) for x in data]
+    return data
+
+
 def _from_python(data: Any, dt: numpy.dtype | None) -> numpy.ndarray:
     if isinstance(data, (str, bytes)):
         raise TypeError(f"tensor(): invalid data type '{type(data).__name__}'")
+    if type(data) in _SEQUENCES and _holds_tensors(data):
+        data = _tensors_as_scalars(data)
     if dt is None:
         dt = _inferred_dtype(data)
     try:

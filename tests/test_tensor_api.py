@@ -623,3 +623,17 @@ def test_module_function_of_a_number_raises_as_torch():
 def test_every_name_in_all_exists():
     missing = [name for name in ag.__all__ if not hasattr(ag, name)]
     assert not missing
+
+
+def test_tensors_nested_in_lists_are_read_as_their_one_element():
+    # PyTorch: tensor([tensor([1.]), tensor([2.])]) is [1., 2.], not a (2, 1) stack
+    torch = pytest.importorskip("torch")
+    for program in (lambda m: m.tensor([m.tensor([1.0]), m.tensor([2.0])]),
+                    lambda m: m.tensor([[m.tensor(1.0), 2.0]]),
+                    lambda m: m.tensor([m.tensor(1), m.tensor(2.5)])):
+        ours, theirs = program(ag), program(torch)
+        assert tuple(ours.shape) == tuple(theirs.shape)
+        assert dtype_name(ours.dtype) == dtype_name(theirs.dtype)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    with pytest.raises(ValueError, match="only one element tensors can be converted"):
+        ag.tensor([ag.tensor([1.0, 2.0]), ag.tensor([3.0, 4.0])])
