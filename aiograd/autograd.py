@@ -47,6 +47,14 @@ _CREATE_GRAPH_WARNING = (
 )
 
 
+_create_graph_warned = False  # the warning above is given once per process (PyTorch's)
+
+
+def _warned_once() -> None:
+    global _create_graph_warned
+    _create_graph_warned = True
+
+
 def _tensor_seq(value: Any, name: str) -> list[Tensor]:
     """The outputs to differentiate: Tensors, or GradientEdges (as stand-ins, ``_edge_output``)."""
     if isinstance(value, (Tensor, GradientEdge)):
@@ -210,7 +218,8 @@ def _make_task(
     output_edges = None
     if inputs is not None:
         output_edges = _input_edges(inputs, for_backward=accumulate_grad)
-    if accumulate_grad and create_graph:
+    if accumulate_grad and create_graph and not _create_graph_warned:
+        _warned_once()
         warnings.warn(_CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
     edges = tuple(root_edges)
     if not plain_cpu_grads(edges, grads):  # else there is nothing to check or fix

@@ -6,6 +6,7 @@ Every async test runs under asyncio and Trio (see conftest.py).
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 import warnings
 
@@ -286,11 +287,15 @@ def test_create_graph_gives_second_order_gradients():
     assert gg.item() == pytest.approx(12.0)  # d2/dx2 x^3 = 6x
 
 
-def test_backward_with_create_graph_warns_of_reference_cycle():
+def test_backward_with_create_graph_warns_of_reference_cycle_once(monkeypatch):
+    monkeypatch.setattr(sys.modules["aiograd.autograd"], "_create_graph_warned", False)
     x = leaf([1.0])
     with pytest.warns(UserWarning, match="reference cycle"):
         ag.backward_sync(x * x, create_graph=True)
     assert x.grad.grad_fn is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process, as PyTorch's TORCH_WARN_ONCE
+        ag.backward_sync(x * x, create_graph=True)
 
 
 def test_grad_mode_inside_backward_equals_create_graph():
