@@ -3,15 +3,23 @@
 Small on purpose: enough for real training loops with ``await loss.backward()``.
 ``aiograd.nn.functional`` holds the functional forms (``linear``, ``relu``,
 ``sigmoid``, ``tanh``, ``softmax``, ``log_softmax``, ``mse_loss``,
-``cross_entropy``, ``nll_loss``). See docs/nn.md.
+``cross_entropy``, ``nll_loss``, ``dropout``, ``embedding``, ``layer_norm``,
+``leaky_relu``, ``gelu``, ``l1_loss``). See docs/nn.md.
 """
 
 from __future__ import annotations
 
 from . import functional
 from ._layers import (
+    GELU,
+    Dropout,
+    Embedding,
+    Flatten,
     Identity,
+    LayerNorm,
+    LeakyReLU,
     Linear,
+    LogSoftmax,
     ModuleDict,
     ModuleList,
     ParameterDict,
@@ -19,15 +27,24 @@ from ._layers import (
     ReLU,
     Sequential,
     Sigmoid,
+    Softmax,
     Tanh,
 )
-from ._losses import CrossEntropyLoss, MSELoss, NLLLoss
+from ._losses import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from ._module import Module, Parameter
 
 __all__ = [
     "CrossEntropyLoss",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GELU",
     "Identity",
+    "L1Loss",
+    "LayerNorm",
+    "LeakyReLU",
     "Linear",
+    "LogSoftmax",
     "MSELoss",
     "Module",
     "ModuleDict",
@@ -39,6 +56,7 @@ __all__ = [
     "ReLU",
     "Sequential",
     "Sigmoid",
+    "Softmax",
     "Tanh",
     "functional",
 ]

@@ -15,8 +15,9 @@ from typing import Any, overload
 import numpy
 
 from .. import devices
+from .._ops.nn_extra import _check_padding_idx
 from .._ops.unary import relu, relu_
-from .._tensor import Tensor, _resolve_dtype, rand
+from .._tensor import Tensor, _resolve_dtype, ones, rand, randn, zeros
 from . import functional as F
 from ._module import Module, Parameter
 
@@ -31,6 +32,14 @@ __all__ = [
     "ReLU",
     "Tanh",
     "Sigmoid",
+    "Dropout",
+    "Embedding",
+    "LayerNorm",
+    "Flatten",
+    "Softmax",
+    "LogSoftmax",
+    "LeakyReLU",
+    "GELU",
 ]
 
 
@@ -102,6 +111,101 @@ def _uniform(shape: tuple[int, ...], bound: float, dtype: numpy.dtype | None,
     if dev is not devices.CPU:
         data = dev.backend.from_host(data, dev.index)
     return Tensor._wrap(data, dev)
+
+
+class Dropout(Module):
+    """``F.dropout`` while ``training``; the identity after ``eval()``."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Embedding(Module):
+    """A lookup table: ``weight`` of shape ``(num_embeddings, embedding_dim)``, one row per index.
+
+    Initialised as PyTorch does: weight ~ N(0, 1), from the generator
+    :func:`aiograd.manual_seed` seeds, with the ``padding_idx`` row zeroed (and never
+    given a gradient).
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int,
+                 padding_idx: int | None = None, *, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.padding_idx = _check_padding_idx(padding_idx, num_embeddings)
+        data = randn(num_embeddings, embedding_dim, dtype=_resolve_dtype(dtype)).data
+        if self.padding_idx is not None:
+            data[self.padding_idx] = 0
+        dev = devices.CPU if device is None else devices.device(device)
+        if dev is not devices.CPU:
+            data = dev.backend.from_host(data, dev.index)
+        self.weight = Parameter(Tensor._wrap(data, dev))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.embedding(x, self.weight, self.padding_idx)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        return s if self.padding_idx is None else f"{s}, padding_idx={self.padding_idx}"
+
+
+class LayerNorm(Module):
+    """``F.layer_norm`` over the last ``len(normalized_shape)`` dims; with
+    ``elementwise_affine``, a learned ``weight`` (ones) and ``bias`` (zeros, unless
+    ``bias=False``) of ``normalized_shape``."""
+
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, *, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        dt = _resolve_dtype(dtype)
+        if elementwise_affine:
+            self.weight = Parameter(ones(*self.normalized_shape, dtype=dt, device=device))
+        else:
+            self.register_parameter("weight", None)
+        if elementwise_affine and bias:
+            self.bias = Parameter(zeros(*self.normalized_shape, dtype=dt, device=device))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class Flatten(Module):
+    """``x.flatten(start_dim, end_dim)``: by default every dim but the batch dim."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 # ---- containers ----
@@ -575,3 +679,55 @@ class Tanh(Module):
 class Sigmoid(Module):
     def forward(self, x: Tensor) -> Tensor:
         return x.sigmoid()
+
+
+class Softmax(Module):
+    """``F.softmax(x, dim)``; ``dim=None`` takes PyTorch's deprecated implicit choice."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    """``F.log_softmax(x, dim)``; ``dim=None`` takes PyTorch's deprecated implicit choice."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.log_softmax(x, self.dim)
+
+
+class LeakyReLU(Module):
+    """``x`` where ``x > 0``, else ``negative_slope * x``; with ``inplace``, written into the
+    input."""
+
+    def __init__(self, negative_slope: float = 1e-2, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        inplace = ", inplace=True" if self.inplace else ""
+        return f"negative_slope={self.negative_slope}{inplace}"
+
+
+class GELU(Module):
+    """``F.gelu(x, approximate)``: ``x * Phi(x)``, or its tanh approximation."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"

@@ -8,7 +8,7 @@ from .._tensor import Tensor
 from . import functional as F
 from ._module import Module
 
-__all__ = ["CrossEntropyLoss", "MSELoss", "NLLLoss"]
+__all__ = ["CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss"]
 
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -31,6 +31,16 @@ class MSELoss(_Loss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
         return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """Mean absolute error between ``input`` and ``target`` (see ``F.l1_loss``)."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+    def extra_repr(self) -> str:
+        return ""  # PyTorch's repr shows no reduction
 
 
 class _WeightedLoss(_Loss):

@@ -10,11 +10,13 @@ import warnings
 from typing import Any
 
 from .._ops import nn_ops, unary
+from .._ops.nn_extra import dropout, embedding, gelu, l1_loss, layer_norm, leaky_relu
 from .._ops.nn_ops import cross_entropy, linear, mse_loss, nll_loss
 from .._ops.unary import relu_, sigmoid, tanh
 from .._tensor import Tensor
 
-__all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "nll_loss", "relu", "relu_",
+__all__ = ["cross_entropy", "dropout", "embedding", "gelu", "l1_loss", "layer_norm",
+           "leaky_relu", "linear", "log_softmax", "mse_loss", "nll_loss", "relu", "relu_",
            "sigmoid", "softmax", "tanh"]
 
 
