@@ -11,7 +11,6 @@ create_graph backward records the ops of their formula (PyTorch records one
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy
@@ -21,10 +20,9 @@ from .._tensor import Tensor, scalar_type_name
 from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save
-from .arithmetic import broadcast_error
 from .indexing import index_scatter_add
 from .inplace import check_inplace, commit_inplace
-from .nn_ops import _reduction
+from .nn_ops import _reduction, check_target_shape
 
 # ---- dropout ----
 
@@ -414,18 +412,7 @@ def l1_loss(input: Tensor, target: Tensor, *, reduction: str = "mean") -> Tensor
     """Mean (or sum, or elementwise with ``'none'``) of ``|input - target|``, composed of
     PyTorch's own nodes (SubBackward0, AbsBackward0, MeanBackward0 or SumBackward0)."""
     reduction = _reduction(reduction)
-    if target.shape != input.shape:
-        warnings.warn(
-            f"Using a target size {tuple(target.shape)} that is different to the input size "
-            f"{tuple(input.shape)}. This will likely lead to incorrect results due to "
-            "broadcasting. Please ensure they have the same size.",
-            UserWarning,
-            stacklevel=2,
-        )
-        try:
-            numpy.broadcast_shapes(input.shape, target.shape)
-        except ValueError:
-            raise broadcast_error(input.shape, target.shape) from None
+    check_target_shape(input.shape, target.shape)
     if input.dtype.kind not in "fc":
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating "

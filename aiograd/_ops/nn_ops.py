@@ -267,6 +267,24 @@ def _linear_unfused(input: Tensor, weight: Tensor, bias: Tensor | None) -> Tenso
 
 # ---- mse_loss ----
 
+def check_target_shape(shape: tuple[int, ...], target_shape: tuple[int, ...]) -> None:
+    """PyTorch's checks of a pointwise loss's target: a warning if its shape differs from
+    the input's, the broadcast error if the two do not broadcast."""
+    if target_shape == shape:
+        return
+    warnings.warn(
+        f"Using a target size {tuple(target_shape)} that is different to the input size "
+        f"{tuple(shape)}. This will likely lead to incorrect results due to "
+        "broadcasting. Please ensure they have the same size.",
+        UserWarning,
+        stacklevel=3,
+    )
+    try:
+        numpy.broadcast_shapes(shape, target_shape)
+    except ValueError:
+        raise broadcast_error(shape, target_shape) from None
+
+
 class MseLossBackward0(Node):
     """d input = 2 (input - target) g / N for the mean (N elements); d target = -d input."""
 
@@ -301,18 +319,7 @@ def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor: 
             )
         target = Tensor._wrap(target, device_of_array(target))
     dev = check_same_device(input, target)
-    if target.shape != input.shape:
-        warnings.warn(
-            f"Using a target size {tuple(target.shape)} that is different to the input size "
-            f"{tuple(input.shape)}. This will likely lead to incorrect results due to "
-            "broadcasting. Please ensure they have the same size.",
-            UserWarning,
-            stacklevel=2,
-        )
-        try:
-            numpy.broadcast_shapes(input.shape, target.shape)
-        except ValueError:
-            raise broadcast_error(input.shape, target.shape) from None
+    check_target_shape(input.shape, target.shape)
     x, t = input.data, target.data
     if x.dtype is not t.dtype:
         dt = promote_types(x.dtype, t.dtype)
