@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy
 
-from ._ops.views import mark_function_view
+from ._ops.views import mark_forbidden_view
 from ._tensor import Tensor
 from .devices import CPU
 from .grad_mode import _grad_enabled, no_grad
@@ -249,7 +249,7 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
                 out._rg = True
                 source = _input_sharing_memory(out, args)
                 if source is not None:
-                    mark_function_view(out, source)
+                    mark_forbidden_view(out, source, "function")
             results.append(out)
         node.input_metadata = tuple(metadata)
         if len(metadata) < len(outs):

@@ -41,9 +41,9 @@ from ._record import (
 )
 from .arithmetic import AddBackward0, DivBackward0, MulBackward0, SubBackward0
 from .views import (
-    function_view_error,
+    forbidden_kind,
+    forbidden_view_error,
     is_differentiable_view,
-    is_function_view,
     rebase_view,
     refresh_views,
     set_history,
@@ -62,9 +62,10 @@ def check_inplace(t: Tensor, edges: _Edges) -> None:
     See Note [In-place ops]. Called before anything is written.
     """
     base = t._base
-    if (base is not None and (edges is not None or base._rg) and _grad_enabled.get()
-            and is_function_view(t)):
-        raise function_view_error(t)
+    if base is not None and (edges is not None or base._rg) and _grad_enabled.get():
+        kind = forbidden_kind(t)
+        if kind is not None:
+            raise forbidden_view_error(t, kind)
     if edges is not None and t.grad_fn is None and t._rg:
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation."

@@ -24,7 +24,7 @@ from ..graph._node import Node
 from . import _dual
 from ._record import _mark, _metadata, check_same_device, edges_of, plain, record
 from .shape import wrap_dim
-from .views import as_view
+from .views import as_view, mark_forbidden_view
 
 __all__ = ["cat", "stack", "chunk", "split", "unbind"]
 
@@ -197,6 +197,8 @@ def _views(t: Tensor, datas: list[Any], node_cls: type[Node], dim: int) -> tuple
         _mark(node)
         for i, out in enumerate(outs):
             out.grad_fn, out.output_nr, out._rg = node, i, True
+            mark_forbidden_view(out, t, "multi_output")  # may not be written: views.py
+        return tuple(outs)
     return tuple(as_view(out, t) for out in outs)
 
 

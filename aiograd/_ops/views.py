@@ -26,16 +26,19 @@ Note [In-place writes to views]
     recording how the view was made. Views made in no_grad mode are not
     registered and may not be written with autograd (PyTorch's rule).
 
-    An output of a custom Function that shares memory with one of its
-    inputs (an input returned as is, or a view of it) is a view too, but its
-    history is the Function's backward, which no rebase could keep right:
-    as in PyTorch, writing it in place with autograd raises, and after a
-    write to its root its grad_fn becomes a node that raises in backward
-    (``mark_function_view``; PyTorch raises when the view is next read).
+    Two kinds of view may not be written with autograd, as in PyTorch
+    (``mark_forbidden_view``): an output of a custom Function that shares
+    memory with one of its inputs (an input returned as is, or a view of
+    it), whose history is the Function's backward, which no rebase could
+    keep right; and an output of an op that returns several views (``split``,
+    ``chunk``, ``unbind``). Views of such views inherit the mark. Writing one
+    in place raises; after a write to its root its grad_fn becomes a node
+    that raises in backward (PyTorch raises when the view is next read).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from typing import Any
@@ -49,8 +52,8 @@ from ..graph._saved import ERR_BACKWARD_TWICE
 from . import _dual
 from ._record import record
 
-__all__ = ["as_view", "function_view_error", "is_differentiable_view", "is_function_view",
-           "mark_function_view", "rebase_view", "refresh_views"]
+__all__ = ["as_view", "forbidden_kind", "forbidden_view_error", "is_differentiable_view",
+           "mark_forbidden_view", "rebase_view", "refresh_views"]
 
 _registry_lock = threading.Lock()
 
@@ -62,21 +65,22 @@ class _ViewRef(weakref.ref):
 class LiveViews:
     """The views of one root made with grad mode on, held weakly, by ``id``.
 
-    Invariant: ``of_functions`` holds the keys of ``refs`` whose views are
-    outputs of custom Functions (see the Note).
+    Invariant: ``forbidden`` maps the keys of ``refs`` whose views may not be
+    written with autograd to their kind, ``"function"`` or ``"multi_output"``
+    (see the Note).
     """
 
-    __slots__ = ("refs", "of_functions", "_forget")
+    __slots__ = ("refs", "forbidden", "_forget")
 
     def __init__(self) -> None:
         refs: dict[int, _ViewRef] = {}
-        of_functions: set[int] = set()
+        forbidden: dict[int, str] = {}
         self.refs = refs
-        self.of_functions = of_functions
+        self.forbidden = forbidden
 
         def forget(ref: _ViewRef) -> None:
             refs.pop(ref.key, None)
-            of_functions.discard(ref.key)
+            forbidden.pop(ref.key, None)
 
         self._forget = forget
 
@@ -104,39 +108,56 @@ def _live_views(root: Tensor) -> LiveViews:
     return views
 
 
-def mark_function_view(out: Tensor, base: Tensor) -> None:
-    """Make ``out``, an output of a custom Function sharing ``base``'s memory, a view of
-    ``base``'s root that may not be written with autograd (see the Note)."""
+def mark_forbidden_view(out: Tensor, base: Tensor, kind: str) -> None:
+    """Make ``out``, sharing ``base``'s memory, a view of ``base``'s root that may not be
+    written with autograd: ``kind`` is ``"function"`` (an output of a custom Function)
+    or ``"multi_output"`` (an output of split/chunk/unbind). See the Note."""
     root = base if base._base is None else base._base
     out._vc = root._vc
     out._base = root
     views = _live_views(root)
     if out not in views:
         views.add(out)
-    views.of_functions.add(id(out))
+    views.forbidden[id(out)] = kind
 
 
-def is_function_view(t: Tensor) -> bool:
-    """True if ``t`` is an output of a custom Function that is a view of one of its inputs."""
+def forbidden_kind(t: Tensor) -> str | None:
+    """The kind of a view that may not be written with autograd, or None."""
     base = t._base
     views = None if base is None else base._views
-    return views is not None and id(t) in views.of_functions and t in views
+    if views is None or not views.forbidden:
+        return None
+    kind = views.forbidden.get(id(t))
+    return kind if kind is not None and t in views else None
 
 
-def function_view_error(t: Tensor) -> RuntimeError:
-    """PyTorch's error for an in-place write to, or after, a custom Function's view output."""
-    name = t.grad_fn.name().removesuffix("Backward") if t.grad_fn is not None else "Function"
-    return RuntimeError(
-        f"Output {t.output_nr} of {name} is a view and is being modified inplace. This view "
-        "was created inside a custom Function (or because an input was returned as-is) and "
-        "the autograd logic to handle view+inplace would override the custom backward "
-        "associated with the custom Function, leading to incorrect gradients. This behavior "
-        "is forbidden. You can fix this by cloning the output of the custom Function."
-    )
+_WHY = {
+    "function": (
+        "This view was created inside a custom Function (or because an input was "
+        "returned as-is) and the autograd logic to handle view+inplace would override the "
+        "custom backward associated with the custom Function, leading to incorrect "
+        "gradients. This behavior is forbidden. You can fix this by cloning the output of "
+        "the custom Function."
+    ),
+    "multi_output": (
+        "This view is the output of a function that returns multiple views. Such "
+        "functions do not allow the output views to be modified inplace. You should "
+        "replace the inplace operation by an out-of-place one."
+    ),
+}
 
 
-class _ModifiedFunctionView(Node):
-    """The grad_fn of a custom Function's view output after its root was written: raises."""
+def forbidden_view_error(t: Tensor, kind: str, base_written: bool = False) -> RuntimeError:
+    """PyTorch's error for a write to (or, ``base_written``, after a write to the root
+    of) a view that may not be written with autograd."""
+    name = re.sub(r"Backward\d*$", "", t.grad_fn.name()) if t.grad_fn is not None else "Function"
+    what = ("its base or another view of its base has been modified inplace" if base_written
+            else "is being modified inplace")
+    return RuntimeError(f"Output {t.output_nr} of {name} is a view and {what}. {_WHY[kind]}")
+
+
+class _ModifiedForbiddenView(Node):
+    """The grad_fn of a view that may not be written, after its root was: raises."""
 
     __slots__ = ("message",)
 
@@ -154,7 +175,12 @@ def as_view(out: Tensor, base: Tensor) -> Tensor:
     out._vc = base._vc
     out._base = root
     if _grad_enabled.get():
-        _live_views(root).add(out)
+        views = _live_views(root)
+        views.add(out)
+        if views.forbidden:  # a view of a view that may not be written inherits the mark
+            kind = views.forbidden.get(id(base))
+            if kind is not None:
+                views.forbidden[id(out)] = kind
     return out
 
 
@@ -347,22 +373,14 @@ def refresh_views(root: Tensor) -> None:
     edge = _edge(root)
     if edge is None:
         return
-    of_functions = root._views.of_functions
+    forbidden = root._views.forbidden
     for view in root._views.alive():
-        if id(view) in of_functions:
-            if type(view.grad_fn) is _ModifiedFunctionView:
-                continue
-            node = _ModifiedFunctionView(())
-            node.message = (
-                f"Output {view.output_nr} of {view.grad_fn.name().removesuffix('Backward')} "
-                "is a view and its base or another view of its base has been modified "
-                "inplace. This view was created inside a custom Function (or because an "
-                "input was returned as-is) and the autograd logic to handle view+inplace "
-                "would override the custom backward associated with the custom Function, "
-                "leading to incorrect gradients. This behavior is forbidden. You can fix this "
-                "by cloning the output of the custom Function."
-            )
-            set_history(view, node)
+        kind = forbidden.get(id(view))
+        if kind is not None:
+            if type(view.grad_fn) is not _ModifiedForbiddenView:
+                node = _ModifiedForbiddenView(())
+                node.message = str(forbidden_view_error(view, kind, base_written=True))
+                set_history(view, node)
             continue
         geometry = ViewGeometry.of(view.data, root.data)
         if geometry is None:  # root.data was replaced: no longer a view
