@@ -9,7 +9,7 @@ Small on purpose: enough for real training loops with ``await loss.backward()``.
 
 from __future__ import annotations
 
-from . import functional
+from . import functional, init
 from ._layers import (
     GELU,
     Dropout,
@@ -59,4 +59,5 @@ __all__ = [
     "Softmax",
     "Tanh",
     "functional",
+    "init",
 ]
