@@ -15,7 +15,7 @@ from ..graph._saved import SavedTensor
 from ..graph._saved import _hooks as _saved_hooks
 
 __all__ = ["edges_of", "edges_with_number", "record", "save", "scalar_or_tensor",
-           "check_same_device", "plain", "needs"]
+           "check_same_device", "plain", "needs", "tensor_arg"]
 
 
 def edges_of(*tensors: Tensor | None) -> tuple[tuple[Node, int] | None, ...] | None:
@@ -125,3 +125,14 @@ def check_same_device(a: Tensor, b: Tensor) -> Device:
             f"{a.device} and {b.device}!"
         )
     return a.device
+
+
+def tensor_arg(value: Any, fn: str, name: str, position: int | None = None) -> Tensor:
+    """``value``, which ``fn``'s argument ``name`` requires to be a Tensor; else PyTorch's
+    TypeError (naming the argument's position if given)."""
+    if not isinstance(value, Tensor):
+        where = "" if position is None else f" (position {position})"
+        raise TypeError(
+            f"{fn}(): argument '{name}'{where} must be Tensor, not {type(value).__name__}"
+        )
+    return value

@@ -31,6 +31,7 @@ from ._record import (
     record,
     save,
     scalar_or_tensor,
+    tensor_arg,
 )
 
 # ---- type promotion ----
@@ -514,11 +515,7 @@ def _logical(name: str) -> Any:
     """``logical_and``/``or``/``xor``: a bool tensor, nonzero counting as True."""
 
     def logical(a: Tensor, other: Tensor) -> Tensor:
-        if not isinstance(other, Tensor):
-            raise TypeError(
-                f"{name}(): argument 'other' (position 1) must be Tensor, not "
-                f"{type(other).__name__}"
-            )
+        tensor_arg(other, name, "other", 1)
         dev = check_same_device(a, other)
         try:
             return plain(getattr(dev.xp, name)(a.data, other.data), dev)
@@ -534,18 +531,10 @@ def logical_not(a: Tensor) -> Tensor:
     return plain(a.device.xp.logical_not(a.data), a.device)
 
 
-def _other_tensor(fn: str, other: Any) -> Tensor:
-    if not isinstance(other, Tensor):
-        raise TypeError(
-            f"{fn}(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}"
-        )
-    return other
-
-
 def equal(input: Tensor, other: Tensor) -> bool:  # noqa: A002
     """True if both have the same shape and the same values (dtypes may differ; NaN is
     equal to nothing)."""
-    other = _other_tensor("equal", other)
+    other = tensor_arg(other, "equal", "other", 2)
     dev = check_same_device(input, other)
     if input.shape != other.shape:
         return False
@@ -556,7 +545,7 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
              equal_nan: bool = False) -> bool:
     """True if ``|input - other| <= atol + rtol * |other|`` everywhere (broadcasting);
     both must have one dtype, as in PyTorch."""
-    other = _other_tensor("allclose", other)
+    other = tensor_arg(other, "allclose", "other", 2)
     dev = check_same_device(input, other)
     if input.dtype != other.dtype:
         raise RuntimeError(

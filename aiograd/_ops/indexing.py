@@ -37,7 +37,7 @@ from .._tensor import Tensor, tensor
 from ..devices import CPU
 from ..graph._node import Node
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record, scalar_or_tensor
+from ._record import check_same_device, edges_of, plain, record, scalar_or_tensor, tensor_arg
 from .inplace import check_inplace, commit_inplace
 from .shape import wrap_dim
 from .views import as_view
@@ -340,11 +340,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
 
 def _index_tensor(t: Tensor, index: Any, what: str, kinds: str) -> Any:
     """The array of an index tensor of ``t`` (same device), checked to be an int32/int64."""
-    if not isinstance(index, Tensor):
-        raise TypeError(
-            f"{what}(): argument 'index' (position 2) must be Tensor, not {type(index).__name__}"
-        )
-    check_same_device(t, index)
+    check_same_device(t, tensor_arg(index, what, "index", 2))
     data = index.data
     if data.dtype not in (numpy.int32, numpy.int64):
         raise RuntimeError(f"{what}(): Expected dtype {kinds} for index")
@@ -496,12 +492,7 @@ _C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half"
 def _mask_and_value(t: Tensor, mask: Tensor, value: Any) -> tuple[Any, Any, Tensor | None]:
     """Checked ``masked_fill`` arguments: the mask's array, the value as a 0-d array or a
     NumPy scalar of ``t``'s dtype, and the value tensor (None for a number)."""
-    if not isinstance(mask, Tensor):
-        raise TypeError(
-            f"masked_fill(): argument 'mask' (position 1) must be Tensor, not "
-            f"{type(mask).__name__}"
-        )
-    check_same_device(t, mask)
+    check_same_device(t, tensor_arg(mask, "masked_fill", "mask", 1))
     if mask.data.dtype != numpy.bool_:
         dtype = _C_TYPE_NAMES.get(mask.data.dtype.name, mask.data.dtype.name)
         raise RuntimeError(

@@ -18,7 +18,7 @@ from typing import Any
 from .._tensor import Tensor, cpp_type_name, scalar_type_name
 from ..graph._node import Node
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor
+from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor, tensor_arg
 
 
 class _MatmulNode(Node):
@@ -225,17 +225,9 @@ def rmatmul(a: Tensor, b: Any) -> Tensor:
 
 # ---- mm / bmm / dot / mv: matmul for one case, with PyTorch's checks ----
 
-def _tensor_arg(fn: str, name: str, value: Any) -> Tensor:
-    if not isinstance(value, Tensor):
-        raise TypeError(
-            f"{fn}(): argument '{name}' (position 1) must be Tensor, not {type(value).__name__}"
-        )
-    return value
-
-
 def mm(a: Tensor, mat2: Tensor) -> Tensor:
     """``(n, k) @ (k, m)``; both must be matrices."""
-    b = _tensor_arg("mm", "mat2", mat2)
+    b = tensor_arg(mat2, "mm", "mat2", 1)
     if a.ndim != 2:
         raise RuntimeError("self must be a matrix")
     if b.ndim != 2:
@@ -250,7 +242,7 @@ def mm(a: Tensor, mat2: Tensor) -> Tensor:
 
 def bmm(a: Tensor, mat2: Tensor) -> Tensor:
     """``(B, n, k) @ (B, k, m)``; both must be 3-D with the same batch size (no broadcast)."""
-    b = _tensor_arg("bmm", "mat2", mat2)
+    b = tensor_arg(mat2, "bmm", "mat2", 1)
     if a.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     if b.ndim != 3:
@@ -276,7 +268,7 @@ def bmm(a: Tensor, mat2: Tensor) -> Tensor:
 
 def dot(a: Tensor, tensor: Tensor) -> Tensor:
     """The inner product of two 1-D tensors of one dtype and length."""
-    b = _tensor_arg("dot", "tensor", tensor)
+    b = tensor_arg(tensor, "dot", "tensor", 1)
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
     if a.dtype != b.dtype:
@@ -292,7 +284,7 @@ def dot(a: Tensor, tensor: Tensor) -> Tensor:
 
 def mv(a: Tensor, vec: Tensor) -> Tensor:
     """``(n, k) @ (k,)``."""
-    b = _tensor_arg("mv", "vec", vec)
+    b = tensor_arg(vec, "mv", "vec", 1)
     if a.ndim != 2 or b.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}")
     if a.shape[1] != b.shape[0]:

@@ -19,7 +19,7 @@ from .. import _tensor
 from .._tensor import Tensor, scalar_type_name
 from ..graph._node import Node
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record, save
+from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
 from .indexing import index_scatter_add
 from .inplace import check_inplace, commit_inplace
 from .nn_ops import _reduction, check_target_shape
@@ -93,10 +93,7 @@ def _check_padding_idx(padding_idx: int | None, num_embeddings: int) -> int | No
 def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
     """``weight[input]``: a row of the 2-D ``weight`` per integer index, of shape
     ``input.shape + (embedding_dim,)``. Rows at ``padding_idx`` get no gradient."""
-    if not isinstance(weight, Tensor):
-        raise TypeError(
-            f"embedding(): argument 'weight' must be Tensor, not {type(weight).__name__}"
-        )
+    tensor_arg(weight, "embedding", "weight")
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
     pad = _check_padding_idx(padding_idx, weight.shape[0])

@@ -32,7 +32,7 @@ from ..grad_mode import _grad_enabled
 from ..graph._node import Node
 from . import _dual
 from ._promote import promote_types
-from ._record import check_same_device, edges_of, plain, record, save
+from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
 from .arithmetic import broadcast_error
 from .reductions import as_array, normalize_dim
 from .unary import where
@@ -560,8 +560,7 @@ class NllLoss2DBackward0(NllLossBackward0):
 
 
 def _check_input(name: str, input: Any) -> None:  # noqa: A002
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+    tensor_arg(input, name, "input")
     if input.ndim == 0:
         raise ValueError("Expected 1 or more dimensions (got 0)")
 

@@ -28,7 +28,7 @@ from .._tensor import Tensor
 from ..engine.validate import sum_to_shape
 from ..graph._node import Node
 from . import _dual
-from ._record import edges_of, plain, record
+from ._record import edges_of, plain, record, tensor_arg
 from .inplace import clone
 from .views import as_view
 
@@ -171,22 +171,14 @@ def view(t: Tensor, *shape: Any) -> Tensor:
     return _reshape(t, size_args(shape, "view"), view_only=True)
 
 
-def _other_tensor(other: Any, what: str) -> Tensor:
-    if not isinstance(other, Tensor):
-        raise TypeError(
-            f"{what}(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}"
-        )
-    return other
-
-
 def view_as(t: Tensor, other: Tensor) -> Tensor:
     """``t.view(other.shape)``."""
-    return _reshape(t, _other_tensor(other, "view_as").shape, view_only=True)
+    return _reshape(t, tensor_arg(other, "view_as", "other", 1).shape, view_only=True)
 
 
 def reshape_as(t: Tensor, other: Tensor) -> Tensor:
     """``t.reshape(other.shape)``."""
-    return _reshape(t, _other_tensor(other, "reshape_as").shape, view_only=False)
+    return _reshape(t, tensor_arg(other, "reshape_as", "other", 1).shape, view_only=False)
 
 
 def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:

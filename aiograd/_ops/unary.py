@@ -26,7 +26,7 @@ from ..devices import device_of_array
 from ..graph._node import Node
 from . import _dual
 from ._promote import result_type
-from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor
+from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor, tensor_arg
 from .arithmetic import broadcast_error
 from .inplace import check_inplace, commit_inplace
 
@@ -667,11 +667,7 @@ class MinimumBackward0(MaximumBackward0):
 
 def _extremum(name: str, node_cls: type[MaximumBackward0]) -> Any:
     def extremum(a: Tensor, other: Tensor) -> Tensor:
-        if not isinstance(other, Tensor):
-            raise TypeError(
-                f"{name}(): argument 'other' (position 2) must be Tensor, not "
-                f"{type(other).__name__}"
-            )
+        tensor_arg(other, name, "other", 2)
         dev = check_same_device(a, other)
         rt = result_type(a, other)
         x = a.data if a.dtype == rt else a.data.astype(rt)
@@ -749,11 +745,7 @@ def where(condition: Any, input: Any = _ABSENT, other: Any = _ABSENT) -> Any:  #
     if input is _ABSENT or other is _ABSENT:
         if input is not other:
             raise TypeError("where() takes a condition alone, or a condition, input and other")
-        if not isinstance(condition, Tensor):
-            raise TypeError(
-                f"where(): argument 'condition' must be Tensor, not {type(condition).__name__}"
-            )
-        return condition.nonzero(as_tuple=True)
+        return tensor_arg(condition, "where", "condition").nonzero(as_tuple=True)
     cond = _condition_array(condition)
     like = next((t for t in (input, other, condition) if isinstance(t, Tensor)), None)
     if like is None:
