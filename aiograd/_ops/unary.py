@@ -201,7 +201,9 @@ class TanhBackwardBackward0(Node):
         return (d_grad, d_y)
 
     def release_variables(self) -> None:
-        _release(self.grad_output, self.output)
+        for saved in (self.grad_output, self.output):
+            if saved is not None:
+                saved.release()
 
 
 class SigmoidBackwardBackward0(TanhBackwardBackward0):
@@ -219,12 +221,6 @@ class SigmoidBackwardBackward0(TanhBackwardBackward0):
         if edges[1] is not None:
             d_s = gg * self.grad_output.unpack(self, create_graph) * (1 - 2 * s)
         return (d_grad, d_s)
-
-
-def _release(*saved: Any) -> None:
-    for s in saved:
-        if s is not None:
-            s.release()
 
 
 def _backward_op(node_cls: type[TanhBackwardBackward0], grad: Tensor, output: Tensor,
