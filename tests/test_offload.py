@@ -198,6 +198,92 @@ async def test_64_concurrent_offloaded_steps_accumulate_exactly():
     np.testing.assert_array_equal(w.grad.numpy(), np.sum(xs, axis=0))
 
 
+# ---- Note [Batched wake-ups] ----
+
+
+async def test_a_finished_job_reaches_its_caller_while_the_worker_runs_the_next():
+    # Under asyncio the first job's wake-up is held for the loop's collector (the
+    # worker has the last job queued); the collector must deliver it while the
+    # worker is still inside that job, which ends only once it is delivered.
+    hold, last = Gate(), Gate()
+    delivered = anyio.Event()
+    results = []
+
+    async def first():
+        results.append(await ag.offload(lambda: "first"))
+        delivered.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ag.offload, hold)
+        await hold.wait_started()
+        tg.start_soon(first)
+        await anyio.wait_all_tasks_blocked()  # queued before the last job (Trio
+        tg.start_soon(ag.offload, last)       # starts tasks in no fixed order)
+        await anyio.wait_all_tasks_blocked()
+        hold.release.set()
+        await last.wait_started()
+        await delivered.wait()
+        last.release.set()
+    assert results == ["first"]
+
+
+def held_wake_ups_while_the_worker_stays_busy(collect_seconds: float) -> tuple[int, list]:
+    """Run a held-back job and a last one on a fresh asyncio loop whose collector
+    runs every ``collect_seconds``; return how many wake-ups the last job saw held
+    and the results."""
+    import asyncio
+
+    from aiograd.engine import _bridge
+
+    hold = Gate()
+    seen = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+
+        def last():
+            seen.append(len(_bridge._collectors[loop]._held))
+            return "last"
+
+        first = asyncio.ensure_future(ag.offload(hold))
+        await anyio.to_thread.run_sync(hold.started.wait, WAIT)
+        jobs = [asyncio.ensure_future(ag.offload(lambda: "second")),
+                asyncio.ensure_future(ag.offload(last))]
+        await asyncio.sleep(0)  # both are queued behind the held-back job
+        hold.release.set()
+        return await asyncio.gather(first, *jobs)
+
+    original = _bridge.COLLECT_SECONDS
+    _bridge.COLLECT_SECONDS = collect_seconds
+    try:
+        results = asyncio.run(main())
+    finally:
+        _bridge.COLLECT_SECONDS = original
+    return seen[0], results
+
+
+def test_wake_ups_held_for_the_collector_are_sent_when_the_worker_goes_idle():
+    # The collector would run only in an hour: the held wake-ups of the first two
+    # jobs reach their callers because the worker sends them once its queue is empty.
+    held, results = held_wake_ups_while_the_worker_stays_busy(collect_seconds=3600)
+    assert held == 2
+    assert results == ["gate", "second", "last"]
+
+
+def test_a_lone_caller_is_woken_at_once_without_a_collector():
+    import asyncio
+
+    from aiograd.engine import _bridge
+
+    async def main():
+        gate = Gate()
+        gate.release.set()
+        await ag.offload(gate)
+        return _bridge._collectors[asyncio.get_running_loop()].running
+
+    assert asyncio.run(main()) is False
+
+
 async def test_with_multithreading_disabled_fn_runs_on_the_callers_thread():
     with ag.set_multithreading_enabled(False):
         name = await ag.offload(lambda: threading.current_thread().name)

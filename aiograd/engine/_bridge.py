@@ -16,6 +16,23 @@ A :class:`LoopSignal` is that event. Under asyncio it is a bare future
 (no anyio ``Event`` and its backend lookup on every wait): the awaiting side
 of every ``await backward()`` and every ``offload`` pays for it once per
 call, on the loop, which is also where a service spends its GIL time.
+
+Note [Batched wake-ups]
+    A worker that finishes one of many offloaded requests while others wait
+    in its queue would wake the loop for each: the loop then takes the GIL
+    from the worker in the middle of the next request, and again for each
+    pass it makes (the resumed coroutine's next ``await``), every time a
+    GIL hand-off between cores. So while two or more coroutines of an
+    asyncio loop await aiograd, the loop has a collector: a timer every
+    ``COLLECT_SECONDS`` that sets the wake-ups workers handed it meanwhile
+    (``set(batch=True)``: the worker has more work queued). A worker that
+    runs out of work sends what it handed over at once (``send_held``): the
+    loop has the GIL to itself then. A wake-up therefore waits at most
+    ``COLLECT_SECONDS`` (plus the loop's own delay), however long the
+    worker's next task; with one coroutine waiting, or under Trio, it is
+    sent at once. Measured on the service benchmark, unpinned, in four
+    interleaved A/B runs: loop passes per request about 3.2 -> 1.9, process
+    CPU time per request down by up to 10%, throughput up by 0-9%.
 """
 
 from __future__ import annotations
@@ -23,7 +40,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import weakref
 from typing import Any
+
+COLLECT_SECONDS = 0.002
 
 
 class LoopSignal:
@@ -31,22 +51,24 @@ class LoopSignal:
 
     Make it on the loop's thread, inside a task. ``set`` never blocks and
     never runs a waiter on the caller's thread: from another thread it
-    schedules the wake-up with the loop's thread-safe entry (and is dropped if
-    the loop has closed: nobody is left to wake). ``wait`` returns at once
-    once set, and may be awaited again after a cancelled wait; ``clear``
-    re-arms it. Invariant: ``is_set`` and the waiter change on the loop's
-    thread only.
+    schedules the wake-up with the loop's thread-safe entry, or hands it to
+    the loop's collector (Note [Batched wake-ups]), and is dropped if the
+    loop has closed: nobody is left to wake. ``wait`` returns at once once
+    set, and may be awaited again after a cancelled wait; ``clear`` re-arms
+    it. Invariant: ``is_set`` and the waiter change on the loop's thread only.
     """
 
-    __slots__ = ("is_set", "_waiter", "_loop", "_token", "_thread", "_library")
+    __slots__ = ("is_set", "_waiter", "_loop", "_token", "_thread", "_library", "_collector")
 
     def __init__(self) -> None:
         self.is_set = False
         self._waiter: Any = None
         self._thread = threading.get_ident()
         self._library = running_loop_library()
+        self._collector: _Collector | None = None
         if self._library == "asyncio":
             self._loop = asyncio.get_running_loop()
+            self._collector = _collector_of(self._loop)
         elif self._library == "trio":
             import trio
 
@@ -55,10 +77,14 @@ class LoopSignal:
             raise RuntimeError(
                 "await aiograd.backward() needs a running asyncio or trio event loop")
 
-    def set(self) -> None:
+    def set(self, batch: bool = False) -> None:
+        """Wake the waiter. ``batch``: the caller has more work queued and lets the
+        wake-up wait for the loop's collector, if it has one running."""
         if threading.get_ident() == self._thread:
             self._fire()
         elif self._library == "asyncio":
+            if batch and self._collector.hold(self):  # type: ignore[union-attr]
+                return
             try:
                 self._loop.call_soon_threadsafe(self._fire)
             except RuntimeError:  # loop closed
@@ -89,7 +115,14 @@ class LoopSignal:
             waiter = self._waiter
             if waiter is None or waiter.done():
                 waiter = self._waiter = self._loop.create_future()
-            await waiter
+            collector = self._collector
+            collector.waiting += 1  # type: ignore[union-attr]
+            if collector.waiting > 1:  # type: ignore[union-attr]
+                collector.start()  # type: ignore[union-attr]
+            try:
+                await waiter
+            finally:
+                collector.waiting -= 1  # type: ignore[union-attr]
         else:
             import trio
 
@@ -132,6 +165,97 @@ class LoopSignal:
             except trio.RunFinishedError:
                 return None
         return pending
+
+
+class _Collector:
+    """The wake-ups held for one asyncio loop (Note [Batched wake-ups]).
+
+    ``waiting`` (coroutines in ``LoopSignal.wait``) and the timer belong to the
+    loop's thread. Invariant (under ``_lock``): wake-ups are held only while
+    ``running``, and a running collector has its timer scheduled, so each
+    held wake-up is set by the next ``_collect`` or ``send`` at the latest.
+    It holds no reference to its loop (the registry's key): a finished loop
+    is freed with its collector.
+    """
+
+    __slots__ = ("_lock", "_held", "running", "waiting", "__weakref__")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: list[LoopSignal] = []
+        self.running = False
+        self.waiting = 0
+
+    def start(self) -> None:
+        """On the loop's thread: run the timer, unless it runs."""
+        with self._lock:
+            if self.running:
+                return
+            self.running = True
+        asyncio.get_running_loop().call_later(COLLECT_SECONDS, self._collect)
+
+    def hold(self, signal: LoopSignal) -> bool:
+        """From a worker: keep ``signal`` for the next collection. False if not running."""
+        with self._lock:
+            if not self.running:
+                return False
+            self._held.append(signal)
+        _holding.collectors.add(self)
+        return True
+
+    def _collect(self) -> None:
+        """The timer: set what is held; run again while it may be needed."""
+        with self._lock:
+            held, self._held = self._held, []
+            self.running = bool(held) or self.waiting > 1
+        if self.running:
+            asyncio.get_running_loop().call_later(COLLECT_SECONDS, self._collect)
+        _fire_all(held)
+
+    def send(self) -> None:
+        """From a worker: set what is held now, through the loop's thread-safe entry."""
+        with self._lock:
+            held, self._held = self._held, []
+        if held:
+            try:
+                held[0]._loop.call_soon_threadsafe(_fire_all, held)
+            except RuntimeError:  # loop closed
+                pass
+
+
+def _fire_all(signals: list[LoopSignal]) -> None:
+    for signal in signals:
+        signal._fire()
+
+
+class _Holding(threading.local):
+    #: the collectors this thread handed wake-ups to since its last ``send_held``
+    collectors: set[_Collector]
+
+    def __init__(self) -> None:
+        self.collectors = set()
+
+
+_holding = _Holding()
+_collectors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Collector] = (
+    weakref.WeakKeyDictionary())
+
+
+def _collector_of(loop: asyncio.AbstractEventLoop) -> _Collector:
+    """The loop's collector (made on the loop's thread, the only one that makes them)."""
+    collector = _collectors.get(loop)
+    if collector is None:
+        collector = _collectors[loop] = _Collector()
+    return collector
+
+
+def send_held() -> None:
+    """From a worker going idle: send every wake-up it handed to a collector."""
+    collectors = _holding.collectors
+    if collectors:
+        _holding.collectors = set()
+        for collector in collectors:
+            collector.send()
 
 
 def asyncio_loop_idle(loop: asyncio.AbstractEventLoop, horizon: float = 0.0) -> bool:

@@ -129,7 +129,7 @@ from ..devices import CPU, Device
 from ..grad_mode import _anomaly, _grad_enabled
 from ..graph._node import AccumulateGrad, GraphRoot, Node
 from . import hooks as _hooks
-from ._bridge import LoopSignal, running_loop_library
+from ._bridge import LoopSignal, running_loop_library, send_held
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .input_buffer import accumulate, node_stream, stash_current_streams, sync_leaf_streams
 from .ready_queue import SHUTDOWN_KEY, ReadyQueue, _ticket
@@ -189,6 +189,12 @@ class _ExecutorState(threading.local):
 
 
 _tls = _ExecutorState()
+
+
+def has_queued_work() -> bool:
+    """True on an executor thread whose queue holds more tasks."""
+    queue = _tls.queue
+    return queue is not None and len(queue) > 0
 
 
 class EngineStats:
@@ -301,8 +307,12 @@ class AsyncDriver:
     def __init__(self) -> None:
         self.inbox: deque[Callable[[], Any]] = deque()
         self.signal = LoopSignal()
-        #: thread-safe: wakes ``serve`` (the GraphTask's waker)
+        #: thread-safe: wakes ``serve``
         self.wake = self.signal.set
+
+    def finished(self) -> None:
+        """The GraphTask's waker (thread-safe). Note [Batched wake-ups]."""
+        self.signal.set(batch=has_queued_work())
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.inbox.append(job)
@@ -457,6 +467,7 @@ class Engine:
         try:
             while until is None or not until.finished:
                 if not len(queue):  # going idle: the loop gets the GIL meanwhile
+                    send_held()  # Note [Batched wake-ups]
                     _tls.served = _tls.probe = None
                     task = pop()
                     _tls.turn_start = _perf_counter()
@@ -915,7 +926,7 @@ class Engine:
             return
         driver = AsyncDriver()
         gt.port = driver
-        gt.waker = driver.wake
+        gt.waker = driver.finished
         self._start(gt, self.device_queue(CPU), context)
         self._submit_root(gt, None, None)
         try:

@@ -95,7 +95,7 @@ class OffloadJob:
     def _finish(self) -> None:
         signal = self._signal
         self._call = self._signal = None  # hold no user objects once done
-        signal.set()  # type: ignore[union-attr]
+        signal.set(batch=_engine.has_queued_work())  # type: ignore[union-attr]
 
 
 async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
