@@ -542,6 +542,10 @@ class _TensorHook:
         self.device = device
 
     def __call__(self, grad: Any) -> Any:
+        if grad is None:  # an output that gets no gradient: the hook sees None (PyTorch's)
+            if self.fn(None) is not None:
+                raise RuntimeError("can't replace a None gradient with a non-None value")
+            return None
         is_tensor = isinstance(grad, Tensor)
         result = self.fn(grad if is_tensor else Tensor._wrap(grad, self.device))
         if result is None:

@@ -79,6 +79,7 @@ class FunctionCtx:
 class _FunctionBackward(Node, FunctionCtx):
     """Base of the generated ``<Name>Backward`` node classes. Instances are the ctx."""
 
+    runs_without_grads = True  # backward gets zeros (materialized) or Nones
     _function: type[Function]
     #: None if every output of forward is a Tensor; else (number of outputs,
     #: positions of the Tensor ones): backward gets None for the others
@@ -324,6 +325,7 @@ class DelayedError(Node):
     """Raises when backpropagated: the gradient came from a once_differentiable backward."""
 
     __slots__ = ("message",)
+    runs_without_grads = True
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         raise RuntimeError(self.message)

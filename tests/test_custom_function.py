@@ -254,3 +254,50 @@ def test_setup_context_style_function_matches_pytorchs(call: str) -> None:
         seen.append((count, needs, tuple(shape), len(y.grad_fn.next_functions),
                      x.grad.numpy().tolist(), w.grad.numpy().tolist()))
     assert seen[1] == seen[0]
+
+
+# ---- gradients that are None ----
+
+
+def _drops_its_gradient(lib: Any) -> Any:
+    class DropGrad(lib.autograd.Function if lib is torch else lib.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
+    return DropGrad
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_none_gradient_into_a_built_in_node_sends_none_on_as_pytorchs(create_graph: bool):
+    # MulBackward0 gets only None: PyTorch's formulas then send None along every edge.
+    def run(lib: Any, backward: Any) -> list[float]:
+        a = lib.ones(2, requires_grad=True)
+        loss = (_drops_its_gradient(lib).apply(a * 3.0).exp() + a * a).sum()
+        backward(loss, create_graph=create_graph)
+        return a.grad.detach().numpy().tolist()
+
+    ours = run(ag, lambda loss, **kw: ag.backward_sync(loss, **kw))
+    assert ours == run(torch, lambda loss, **kw: loss.backward(**kw))
+
+
+def test_a_tensor_hook_on_an_output_without_gradient_sees_none_as_pytorchs():
+    def run(lib: Any, backward: Any) -> tuple[list[Any], str]:
+        seen: list[Any] = []
+        x = lib.ones(2, 3, requires_grad=True)
+        first, second = x.unbind(0)
+        first.register_hook(lambda g: seen.append(g.numpy().tolist()))
+        second.register_hook(lambda g: seen.append(g))
+        backward((first * 2.0).sum())
+        first, second = x.unbind(0)
+        second.register_hook(lambda g: lib.ones(3))  # may not fill in a None gradient
+        with pytest.raises(RuntimeError) as info:
+            backward((first * 2.0).sum())
+        return seen, str(info.value)
+
+    assert run(ag, ag.backward_sync) == run(torch, lambda loss: loss.backward())

@@ -160,6 +160,7 @@ class _ModifiedForbiddenView(Node):
     """The grad_fn of a view that may not be written, after its root was: raises."""
 
     __slots__ = ("message",)
+    runs_without_grads = True
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         raise RuntimeError(self.message)

@@ -605,7 +605,10 @@ class Engine:
                                 or node._pre_hooks
                                 or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
                             inputs = _hooks.call_pre_hooks(node, inputs)
-                        outputs = node.apply(inputs, create_graph)
+                        if inputs and inputs[0] is None and _without_grads(node, inputs):
+                            outputs = (None,) * len(node.next_edges)
+                        else:
+                            outputs = node.apply(inputs, create_graph)
                         if release:
                             node.release_variables()
                         if not plain_cpu_grads(node.next_edges, outputs):
@@ -644,7 +647,10 @@ class Engine:
             if (node._tensor_pre_hooks or node._retains_grad_hooks or node._pre_hooks
                     or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
                 inputs = _hooks.call_pre_hooks(node, inputs)
-            outputs = node.apply(inputs, gt.create_graph)
+            if inputs and inputs[0] is None and _without_grads(node, inputs):
+                outputs = (None,) * len(node.next_edges)
+            else:
+                outputs = node.apply(inputs, gt.create_graph)
             return self._finish_outputs(gt, node, inputs, outputs)
 
     def _finish_outputs(self, gt: GraphTask, node: Node, inputs: list[Any], outputs: Any) -> Any:
@@ -1128,6 +1134,12 @@ class _LazyBackgroundPort:
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.engine._background_port().submit(job)
+
+
+def _without_grads(node: Node, inputs: list[Any]) -> bool:
+    """True if ``node`` is not to be called: a built-in formula, and every gradient it
+    received is None (see ``Node.runs_without_grads``)."""
+    return not node.runs_without_grads and all(grad is None for grad in inputs)
 
 
 def _plain_leaf(acc: AccumulateGrad, grad: Any) -> Any:

@@ -129,6 +129,11 @@ class Node:
 
     #: True for nodes whose backward is a coroutine (run on the event loop).
     is_async = False
+    #: False for built-in formulas: when every gradient a node receives is None, the
+    #: engine sends None along each next edge instead of calling ``apply`` (PyTorch's
+    #: generated code does the same: ``any_grad_defined``). True for nodes that run
+    #: anyway: custom Functions and nodes that raise.
+    runs_without_grads = False
 
     # Invariant: next_edges[i] is None or (node, input_nr) with
     #            0 <= input_nr < len(node.input_metadata).
