@@ -76,7 +76,7 @@ from .grad_mode import (
     set_grad_enabled,
 )
 from .gradcheck import GradcheckError, gradcheck
-from .graph import get_gradient_edge, saved_tensors_hooks
+from .graph import get_gradient_edge, register_multi_grad_hook, saved_tensors_hooks
 from .utils.checkpoint import checkpoint
 
 # ---- torch-style functions: aiograd.exp(t) is t.exp() ----
@@ -188,6 +188,7 @@ __all__ = [
     "rand_like",
     "randn",
     "randn_like",
+    "register_multi_grad_hook",
     "saved_tensors_hooks",
     "set_detect_anomaly",
     "set_grad_enabled",

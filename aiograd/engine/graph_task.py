@@ -14,6 +14,7 @@ Which thread touches what:
   driver still waits for ``active == 0`` before it returns).
 - ``final_callbacks``: appended by ``queue_callback`` from nodes (under
   ``lock``), drained by the driver after all nodes ran.
+- ``hooked_nodes``: set once, by the first executor to ask ``will_execute``.
 
 Note [Completion]
     ``outstanding`` counts node tasks that exist (queued or running) and
@@ -80,6 +81,7 @@ class GraphTask:
         "key_base",
         "warnings",
         "parent",
+        "hooked_nodes",
         "__weakref__",
     )
 
@@ -135,6 +137,9 @@ class GraphTask:
         # ReadyQueue key of a node of this task: key_base - node.sequence_nr.
         self.key_base = task_key(depth, 0)
         self.warnings: list[Any] = []
+        # Invariant: hooked_nodes is None (not asked yet) or the nodes whose tensor
+        #            pre-hooks this task calls (See will_execute).
+        self.hooked_nodes: frozenset[Node] | None = None
 
     # ---- graph analysis (run by the first executor, before any node) ----
 
@@ -194,6 +199,26 @@ class GraphTask:
                     info[stack[-1][0]] = True
         self.exec_info = info
         self.captures = captures
+
+    def will_execute(self, node: Node) -> bool:
+        """True if this task calls ``node``'s tensor pre-hooks: it runs ``node``, or
+        captures a ``grad()`` input there (PyTorch's ``_will_engine_execute_node``).
+
+        Asked by hooks, so after ``prepare``. Unlike PyTorch's, True for the root
+        too (its pre-hooks always run) and for a leaf whose gradient ``grad()``
+        captures. The nodes are found by one walk of the graph at the first
+        question, so tasks that never ask pay nothing; executors racing on it find
+        the same set, and storing it is atomic.
+        """
+        nodes = self.hooked_nodes
+        if nodes is None:
+            # Not pruned by min_topo as in prepare: the nodes below it are not in exec_info.
+            reached = set(compute_dependencies(self.root_node, 0))
+            if self.exec_info is not None:
+                reached.intersection_update(self.exec_info)
+            reached.add(self.root_node)
+            nodes = self.hooked_nodes = frozenset(reached)
+        return node in nodes
 
     # ---- completion (see Note [Completion]) ----
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._multi_hook import register_multi_grad_hook
 from ._node import (
     AccumulateGrad,
     GradientEdge,
@@ -23,5 +24,6 @@ __all__ = [
     "SavedTensor",
     "disable_saved_tensors_hooks",
     "get_gradient_edge",
+    "register_multi_grad_hook",
     "saved_tensors_hooks",
 ]
