@@ -24,16 +24,20 @@ Note [Parameters are plain tensors]
     same ``requires_grad``, and no grad or hooks. A reducer for Tensor
     registered with :mod:`copyreg` does this; other tensors reduce as before.
 
-Note [Forward hooks]
-    ``register_forward_pre_hook`` and ``register_forward_hook`` add to one
-    list per module, ``_call_hooks``, holding both kinds in registration
-    order (``prepend`` inserts at the front), so ``__call__`` pays a single
-    emptiness test when no hook is registered. Each registration is a fresh
-    ``_ForwardHook`` compared by identity, so a handle removes exactly its own
-    entry even when the same function is registered twice. A call works on a
-    snapshot of the list: a hook added or removed during the call (even by a
-    hook) takes effect from the next call. List append, insert, remove and
-    copy are atomic under the GIL, so hooks may be registered from any thread.
+Note [Module hooks]
+    ``register_forward_pre_hook``, ``register_forward_hook``,
+    ``register_full_backward_pre_hook`` and ``register_full_backward_hook``
+    add to one list per module, ``_call_hooks``, holding all four kinds in
+    registration order (``prepend`` inserts at the front, so before the
+    hooks of its kind), so ``__call__`` pays a single emptiness test when no
+    hook is registered. Each registration is a fresh ``_ModuleHook`` compared
+    by identity, so a handle removes exactly its own entry even when the same
+    function is registered twice. A call works on a snapshot of the list: a
+    hook added or removed during the call (even by a hook) takes effect from
+    the next call, and the backward hooks of a call are those of its
+    snapshot (See Note [Module backward hooks] in ``_backward_hooks``). List
+    append, insert, remove and copy are atomic under the GIL, so hooks may
+    be registered from any thread.
 
 Module methods run on whatever thread or task calls them; a module is not
 locked. Do not change a module's parameters (``to``, ``load_state_dict``,
@@ -55,6 +59,7 @@ import numpy
 from .. import devices
 from .._tensor import Tensor, tensor
 from ..graph import RemovableHandle
+from ._backward_hooks import BackwardHooks
 
 __all__ = ["Module", "Parameter"]
 
@@ -133,19 +138,27 @@ class _IncompatibleKeys(NamedTuple):
     unexpected_keys: list[str]
 
 
-class _ForwardHook:
-    """One registration of a forward pre-hook (``pre``) or forward hook.
+# The kinds of module hooks (_ModuleHook.kind).
+_FORWARD_PRE = "forward_pre"
+_FORWARD = "forward"
+_BACKWARD_PRE = "backward_pre"
+_BACKWARD = "backward"
 
-    Compared by identity (see Note [Forward hooks]); ``always_call`` is only
-    ever True for forward hooks.
+
+class _ModuleHook:
+    """One registration of a module hook of one of the four kinds.
+
+    Compared by identity (see Note [Module hooks]); ``with_kwargs`` is only
+    ever True for forward pre-hooks and forward hooks, ``always_call`` only
+    for forward hooks.
     """
 
-    __slots__ = ("fn", "pre", "with_kwargs", "always_call")
+    __slots__ = ("fn", "kind", "with_kwargs", "always_call")
 
-    def __init__(self, fn: Callable[..., Any], pre: bool, with_kwargs: bool,
-                 always_call: bool) -> None:
+    def __init__(self, fn: Callable[..., Any], kind: str, with_kwargs: bool = False,
+                 always_call: bool = False) -> None:
         self.fn = fn
-        self.pre = pre
+        self.kind = kind
         self.with_kwargs = with_kwargs
         self.always_call = always_call
 
@@ -154,8 +167,9 @@ class Module:
     """Base class of layers and models. Subclasses define :meth:`forward`.
 
     Calling a module calls ``forward``, between its forward pre-hooks and
-    forward hooks if any are registered; ``forward`` may be ``async def``, and
-    the call then returns a coroutine.
+    forward hooks if any are registered (and, with backward hooks, through
+    hook nodes; See Note [Module backward hooks]); ``forward`` may be
+    ``async def``, and the call then returns a coroutine.
     """
 
     training: bool
@@ -163,9 +177,9 @@ class Module:
     _buffers: dict[str, Tensor | None]
     _non_persistent_buffers: set[str]
     _modules: dict[str, Module | None]
-    # Invariant: _call_hooks == [] <=> no forward pre-hook or forward hook is registered.
-    # See Note [Forward hooks].
-    _call_hooks: list[_ForwardHook]
+    # Invariant: _call_hooks == [] <=> no hook of any kind is registered.
+    # See Note [Module hooks].
+    _call_hooks: list[_ModuleHook]
 
     def __init__(self) -> None:
         object.__setattr__(self, "training", True)
@@ -200,7 +214,7 @@ class Module:
         puts this one first), each seeing the previous one's replacements; a
         ``kwargs`` dict mutated in place reaches ``forward`` too, as in PyTorch.
         """
-        entry = _ForwardHook(hook, pre=True, with_kwargs=with_kwargs, always_call=False)
+        entry = _ModuleHook(hook, _FORWARD_PRE, with_kwargs=with_kwargs)
         return self._add_call_hook(entry, prepend)
 
     def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
@@ -217,10 +231,42 @@ class Module:
         propagates. If ``forward`` is ``async def``, forward hooks run when its
         coroutine is awaited, on the awaiting task.
         """
-        entry = _ForwardHook(hook, pre=False, with_kwargs=with_kwargs, always_call=always_call)
+        entry = _ModuleHook(hook, _FORWARD, with_kwargs=with_kwargs, always_call=always_call)
         return self._add_call_hook(entry, prepend)
 
-    def _add_call_hook(self, entry: _ForwardHook, prepend: bool) -> RemovableHandle:
+    # ---- backward hooks ----
+
+    def register_full_backward_pre_hook(self, hook: Callable[..., Any],
+                                        prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_output)`` when the gradients w.r.t. the module's
+        outputs are computed; returns a removable handle.
+
+        ``grad_output`` has one entry per output (a lone Tensor output counts as
+        one), None for non-Tensors and outputs that got no gradient. The hook must
+        not modify it; it may return None or a sequence of the same length that
+        replaces it, for later pre-hooks, the full backward hooks and the gradient
+        sent into the module. Runs on the thread running the backward pass, in the
+        caller's context. See Note [Module backward hooks].
+        """
+        return self._add_call_hook(_ModuleHook(hook, _BACKWARD_PRE), prepend)
+
+    def register_full_backward_hook(self, hook: Callable[..., Any],
+                                    prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients w.r.t. the
+        module's positional inputs are computed; returns a removable handle.
+
+        ``grad_input`` has one entry per positional arg: None for non-Tensors, zeros
+        for a Tensor that needs no grad. The hook must not modify its arguments; it
+        may return None or a sequence of the same length that replaces
+        ``grad_input`` for later hooks and the gradients sent on. If no input
+        requires grad, the hook runs when the gradients w.r.t. the outputs are
+        computed, with ``grad_input`` all None (and a warning), and may only return
+        None. Runs on the thread running the backward pass, in the caller's context.
+        See Note [Module backward hooks].
+        """
+        return self._add_call_hook(_ModuleHook(hook, _BACKWARD), prepend)
+
+    def _add_call_hook(self, entry: _ModuleHook, prepend: bool) -> RemovableHandle:
         self._check_init("hooks")
         if not callable(entry.fn):
             raise TypeError(f"hook must be callable, got {type(entry.fn).__name__}")
@@ -232,11 +278,13 @@ class Module:
         return RemovableHandle(hooks, entry)
 
     def _call_with_hooks(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``__call__`` when hooks are registered: pre-hooks, forward, forward hooks."""
-        hooks = list(self._call_hooks)  # the snapshot; see Note [Forward hooks]
+        """``__call__`` when hooks are registered: pre-hooks, the args' hook node,
+        forward, forward hooks, the output's hook node."""
+        hooks = list(self._call_hooks)  # the snapshot; see Note [Module hooks]
+        backward = _backward_hooks_of(self, hooks)
         try:
             for h in hooks:
-                if not h.pre:
+                if h.kind != _FORWARD_PRE:
                     continue
                 if h.with_kwargs:
                     result = h.fn(self, args, kwargs)
@@ -251,13 +299,15 @@ class Module:
                     result = h.fn(self, args)
                     if result is not None:
                         args = result if isinstance(result, tuple) else (result,)
+            if backward is not None:
+                args = backward.wrap_inputs(args)
             output = self.forward(*args, **kwargs)
         except Exception:
             _run_always_call_hooks(self, hooks, args, kwargs, None, set())
             raise
         if inspect.iscoroutine(output):
-            return _forward_hooks_after(self, hooks, args, kwargs, output)
-        return _run_forward_hooks(self, hooks, args, kwargs, output)
+            return _forward_hooks_after(self, hooks, args, kwargs, output, backward)
+        return _run_forward_hooks(self, hooks, args, kwargs, output, backward)
 
     # ---- registration ----
 
@@ -678,20 +728,31 @@ class Module:
 
 # ---- helpers ----
 
-def _call_hook(h: _ForwardHook, module: Module, args: tuple[Any, ...],
+def _backward_hooks_of(module: Module, hooks: list[_ModuleHook]) -> BackwardHooks | None:
+    """The backward hooks of a call with the snapshot ``hooks``; None if there are none."""
+    full = [h.fn for h in hooks if h.kind == _BACKWARD]
+    pre = [h.fn for h in hooks if h.kind == _BACKWARD_PRE]
+    if not (full or pre):
+        return None
+    return BackwardHooks(module, full, pre)
+
+
+def _call_hook(h: _ModuleHook, module: Module, args: tuple[Any, ...],
                kwargs: dict[str, Any], output: Any) -> Any:
     if h.with_kwargs:
         return h.fn(module, args, kwargs, output)
     return h.fn(module, args, output)
 
 
-def _run_forward_hooks(module: Module, hooks: list[_ForwardHook], args: tuple[Any, ...],
-                       kwargs: dict[str, Any], output: Any) -> Any:
-    """The forward hooks of ``hooks`` in order, each seeing the latest output."""
-    started: set[_ForwardHook] = set()  # always_call hooks already run (or running)
+def _run_forward_hooks(module: Module, hooks: list[_ModuleHook], args: tuple[Any, ...],
+                       kwargs: dict[str, Any], output: Any,
+                       backward: BackwardHooks | None) -> Any:
+    """The forward hooks of ``hooks`` in order, each seeing the latest output; then
+    the output sent through its hook node if there are ``backward`` hooks."""
+    started: set[_ModuleHook] = set()  # always_call hooks already run (or running)
     try:
         for h in hooks:
-            if h.pre:
+            if h.kind != _FORWARD:
                 continue
             if h.always_call:
                 started.add(h)
@@ -701,15 +762,17 @@ def _run_forward_hooks(module: Module, hooks: list[_ForwardHook], args: tuple[An
     except Exception:
         _run_always_call_hooks(module, hooks, args, kwargs, output, started)
         raise
+    if backward is not None:
+        return backward.wrap_outputs(output)
     return output
 
 
-def _run_always_call_hooks(module: Module, hooks: list[_ForwardHook], args: tuple[Any, ...],
+def _run_always_call_hooks(module: Module, hooks: list[_ModuleHook], args: tuple[Any, ...],
                            kwargs: dict[str, Any], output: Any,
-                           started: set[_ForwardHook]) -> None:
+                           started: set[_ModuleHook]) -> None:
     """After an error: the ``always_call`` hooks not in ``started``; their errors warn."""
     for h in hooks:
-        if h.pre or not h.always_call or h in started:
+        if not h.always_call or h in started:
             continue
         try:
             result = _call_hook(h, module, args, kwargs, output)
@@ -724,16 +787,16 @@ def _run_always_call_hooks(module: Module, hooks: list[_ForwardHook], args: tupl
             output = result
 
 
-async def _forward_hooks_after(module: Module, hooks: list[_ForwardHook],
+async def _forward_hooks_after(module: Module, hooks: list[_ModuleHook],
                                args: tuple[Any, ...], kwargs: dict[str, Any],
-                               pending: Any) -> Any:
+                               pending: Any, backward: BackwardHooks | None) -> Any:
     """An async ``forward``'s coroutine, awaited, then the forward hooks."""
     try:
         output = await pending
     except Exception:
         _run_always_call_hooks(module, hooks, args, kwargs, None, set())
         raise
-    return _run_forward_hooks(module, hooks, args, kwargs, output)
+    return _run_forward_hooks(module, hooks, args, kwargs, output, backward)
 
 
 def _check_name(name: str, what: str) -> None:
