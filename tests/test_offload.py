@@ -270,6 +270,35 @@ def test_wake_ups_held_for_the_collector_are_sent_when_the_worker_goes_idle():
     assert results == ["gate", "second", "last"]
 
 
+def test_a_collector_that_held_nothing_stops_and_wakes_callers_at_once():
+    # Two callers wait on long jobs: once a period ends with nothing held, the timer
+    # stops (no wake-ups of the loop for nothing) and a finished job wakes its caller
+    # at once, though the worker is busy with the next (held, it would wait an hour).
+    import asyncio
+
+    from aiograd.engine import _bridge
+
+    async def main():
+        first, second = Gate(), Gate()
+        jobs = [asyncio.ensure_future(ag.offload(first)),
+                asyncio.ensure_future(ag.offload(second))]
+        await anyio.to_thread.run_sync(first.started.wait, WAIT)
+        collector = _bridge._collectors[asyncio.get_running_loop()]
+        started = collector.running
+        collector._collect()  # the period ends: nothing was held
+        first.release.set()
+        result = await jobs[0]
+        second.release.set()
+        return started, collector.running, result, await jobs[1]
+
+    original = _bridge.COLLECT_SECONDS
+    _bridge.COLLECT_SECONDS = 3600
+    try:
+        assert asyncio.run(main()) == (True, False, "gate", "gate")
+    finally:
+        _bridge.COLLECT_SECONDS = original
+
+
 def test_a_lone_caller_is_woken_at_once_without_a_collector():
     import asyncio
 
