@@ -7,6 +7,7 @@ Every async test runs under asyncio and Trio (see conftest.py).
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import anyio
 import numpy as np
@@ -491,3 +492,52 @@ async def test_error_on_a_device_worker_reaches_the_caller_once(fake_backend):
     z = (x.to("fake:2") * 5.0).cpu().sum()
     await z.backward()
     assert x.grad.item() == 5.0
+
+
+# ---- save_on_cpu ----
+
+
+def _saved_on_cpu_step(x: ag.Tensor, w: ag.Tensor) -> tuple[list[Any], Any]:
+    """A step whose saved tensors go through save_on_cpu; returns what was packed and
+    the loss (its backward not run yet)."""
+    hooks = ag.graph.save_on_cpu()
+    packed: list[Any] = []
+    pack = hooks.pack_hook
+    hooks.pack_hook = lambda t: packed.append(pack(t)) or packed[-1]
+    with hooks:
+        loss = ((x @ w).tanh() * x.sum(1, keepdim=True)).sum()
+    return packed, loss
+
+
+def test_save_on_cpu_keeps_saved_tensors_on_the_host_and_gives_the_same_gradients(
+        fake_backend):
+    rng = np.random.default_rng(0)
+    xs, ws = rng.standard_normal((4, 3)), rng.standard_normal((3, 2))
+    x = ag.tensor(xs, device="fake:1", requires_grad=True)
+    w = ag.tensor(ws, device="fake:1", requires_grad=True)
+    packed, loss = _saved_on_cpu_step(x, w)
+    assert packed and all(device == ag.device("fake:1") and t.device == ag.device("cpu")
+                          and type(t.data) is np.ndarray for device, t in packed)
+    ag.backward_sync(loss)  # the fake device refuses host arrays: unpacking moved them back
+    assert isinstance(x.grad.data, FakeArray) and x.grad.data.fake_index == 1
+
+    x0 = ag.tensor(xs, requires_grad=True)
+    w0 = ag.tensor(ws, requires_grad=True)
+    ag.backward_sync(((x0 @ w0).tanh() * x0.sum(1, keepdim=True)).sum())
+    np.testing.assert_allclose(np.asarray(x.grad.data), x0.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(w.grad.data), w0.grad.numpy(), rtol=1e-12)
+
+
+def test_save_on_cpu_on_the_cpu_matches_pytorchs():
+    torch = pytest.importorskip("torch")
+
+    def run(lib: Any, save_on_cpu: Any, backward: Any) -> list[list[float]]:
+        x = lib.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+        with save_on_cpu():
+            loss = (x.exp() * x).sum()
+        backward(loss)
+        return x.grad.numpy().tolist()
+
+    ours = run(ag, ag.graph.save_on_cpu, ag.backward_sync)
+    theirs = run(torch, torch.autograd.graph.save_on_cpu, lambda loss: loss.backward())
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)

@@ -12,7 +12,7 @@ from ._node import (
     RemovableHandle,
     get_gradient_edge,
 )
-from ._saved import SavedTensor, disable_saved_tensors_hooks, saved_tensors_hooks
+from ._saved import SavedTensor, disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks
 
 __all__ = [
     "AccumulateGrad",
@@ -25,5 +25,6 @@ __all__ = [
     "disable_saved_tensors_hooks",
     "get_gradient_edge",
     "register_multi_grad_hook",
+    "save_on_cpu",
     "saved_tensors_hooks",
 ]

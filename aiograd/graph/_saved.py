@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .._tensor import Tensor
     from ._node import Node
 
-__all__ = ["SavedTensor", "saved_tensors_hooks", "disable_saved_tensors_hooks"]
+__all__ = ["SavedTensor", "disable_saved_tensors_hooks", "save_on_cpu", "saved_tensors_hooks"]
 
 _hooks: contextvars.ContextVar[tuple[tuple[Callable[..., Any], Callable[..., Any]], ...]] = (
     contextvars.ContextVar("aiograd_saved_tensors_hooks", default=())
@@ -71,6 +71,27 @@ class saved_tensors_hooks:
     def __exit__(self, *exc: object) -> None:
         assert self._token is not None
         _hooks.reset(self._token)
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Context manager: tensors saved inside the block are kept in host memory.
+
+    Each one is copied to the CPU when saved (a CPU tensor is kept as it is)
+    and copied back to its device when the backward unpacks it, as PyTorch's
+    ``torch.autograd.graph.save_on_cpu``: device memory is traded for copies.
+    ``pin_memory`` is accepted for PyTorch's signature; aiograd's backends
+    copy through plain host memory, so it changes nothing.
+    """
+
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        def pack_to_cpu(tensor: Tensor) -> tuple[Any, Tensor]:
+            return tensor.device, tensor.cpu()
+
+        def unpack_from_cpu(packed: tuple[Any, Tensor]) -> Tensor:
+            device, tensor = packed
+            return tensor.to(device)
+
+        super().__init__(pack_to_cpu, unpack_from_cpu)
 
 
 class disable_saved_tensors_hooks:
