@@ -257,8 +257,8 @@ def _results(gt: GraphTask, *, allow_unused: bool, zeros_for: list[Any] | None,
         if g is None:
             if not allow_unused:
                 raise RuntimeError(
-                    "One of the differentiated Tensors appears to not have been used in the "
-                    f"graph (input {i}). Set allow_unused=True if this is the desired behavior."
+                    f"The differentiated Tensor at index {i} appears to not have been used in "
+                    "the graph. Set allow_unused=True if this is the desired behavior."
                 )
             if zeros_for is None:
                 out.append(None)

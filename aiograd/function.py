@@ -240,11 +240,12 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
             if not isinstance(out, Tensor):
                 results.append(out)
                 continue
+            differentiable = out.dtype.kind == "f" and id(out) not in node._non_differentiable \
+                and id(outputs if single else out) not in node._non_differentiable
             if any(out is a for a in args):
                 out = out.detach()  # an input returned as is: a new tensor with new history
             metadata.append(_metadata(out.data, out.device))
-            if id(out) not in node._non_differentiable and id(outputs if single else out) \
-                    not in node._non_differentiable and out.dtype.kind == "f":
+            if differentiable:
                 out.grad_fn = node
                 out.output_nr = len(metadata) - 1
                 out._rg = True

@@ -301,3 +301,48 @@ def test_a_tensor_hook_on_an_output_without_gradient_sees_none_as_pytorchs():
         return seen, str(info.value)
 
     assert run(ag, ag.backward_sync) == run(torch, lambda loss: loss.backward())
+
+
+def test_a_leaf_given_only_none_still_runs_its_post_accumulate_grad_hooks_as_pytorchs():
+    def run(lib: Any, backward: Any) -> list[Any]:
+        class NoGradForZ(lib.autograd.Function if lib is torch else lib.Function):
+            @staticmethod
+            def forward(ctx, a, z):
+                return a * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, None
+
+        a, z = lib.ones(2, requires_grad=True), lib.ones(2, requires_grad=True)
+        calls: list[Any] = []
+        z.register_hook(lambda g: calls.append(("pre", g)))
+        z.register_post_accumulate_grad_hook(
+            lambda t: calls.append(("post", None if t.grad is None else t.grad.tolist())))
+        backward(NoGradForZ.apply(a, z).sum())
+        z.grad = lib.full((2,), 9.0)
+        backward(NoGradForZ.apply(a, z).sum())  # .grad stays as it was
+        return calls
+
+    assert run(ag, ag.backward_sync) == run(torch, lambda loss: loss.backward())
+
+
+def test_an_input_returned_as_is_and_marked_non_differentiable_is_not_differentiable():
+    def run(lib: Any, backward: Any) -> tuple[Any, ...]:
+        class Twice(lib.autograd.Function if lib is torch else lib.Function):
+            @staticmethod
+            def forward(ctx, a):
+                ctx.mark_non_differentiable(a)
+                return a * 2, a
+
+            @staticmethod
+            def backward(ctx, g, g_unused):
+                return g * 2
+
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        u, v = Twice.apply(x)
+        flags = (v is x, v.requires_grad, v.grad_fn is None, v.is_leaf)
+        backward((u + v * 10).sum())
+        return flags, x.grad.tolist()
+
+    assert run(ag, ag.backward_sync) == run(torch, lambda loss: loss.backward())

@@ -132,7 +132,7 @@ class Node:
     #: False for built-in formulas: when every gradient a node receives is None, the
     #: engine sends None along each next edge instead of calling ``apply`` (PyTorch's
     #: generated code does the same: ``any_grad_defined``). True for nodes that run
-    #: anyway: custom Functions and nodes that raise.
+    #: anyway: custom Functions, nodes that raise, and AccumulateGrad (its hooks).
     runs_without_grads = False
 
     # Invariant: next_edges[i] is None or (node, input_nr) with
@@ -286,6 +286,7 @@ class AccumulateGrad(Node):
     """
 
     __slots__ = ("_variable", "lock")
+    runs_without_grads = True  # its post-accumulate-grad hooks run even then
 
     def __init__(self, variable: Tensor) -> None:
         from ..devices import CPU
@@ -315,11 +316,14 @@ class AccumulateGrad(Node):
         return {0: hooks} if hooks else None
 
     def apply(self, grads: list[Any], create_graph: bool) -> Sequence[Any]:
+        """Add the gradient (if any: None leaves ``.grad`` as it is) into the leaf, then
+        run its post-accumulate-grad hooks, as PyTorch does in either case."""
         grad = grads[0]
         var = self._variable()
-        if grad is None or var is None:
+        if var is None:
             return ()
-        self.accumulate(var, grad, create_graph, _APPLY_REFS)
+        if grad is not None:
+            self.accumulate(var, grad, create_graph, _APPLY_REFS)
         hooks = var._post_acc_hooks
         if hooks:
             for hook in list(hooks):
