@@ -89,3 +89,68 @@ def test_squeeze_with_a_dim_named_twice_raises():
     for lib in (ag, torch):
         with pytest.raises(RuntimeError, match="dim 1 appears multiple times"):
             lib.ones(1, 1, 3).squeeze((1, -2))
+
+
+# ---- add/sub with alpha; shapes that do not broadcast ----
+
+
+@pytest.mark.parametrize("op", ["add", "sub"])
+@pytest.mark.parametrize("alpha", [1, 2, -0.5])
+def test_add_and_sub_with_alpha_match_pytorchs_values_gradients_and_nodes(op, alpha):
+    def run(lib):
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        b = lib.tensor([[3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+        as_function = getattr(lib, op)(a, b, alpha=alpha)
+        as_method = getattr(a, op)(3.0, alpha=alpha)  # a number: alpha folded into it
+        loss = (as_function * as_function).sum() + as_method.sum()
+        nodes = [as_function.grad_fn.name(), len(as_function.grad_fn.next_functions)]
+        return [as_function.detach().numpy(), *_grads(lib, loss, [a, b]), nodes]
+
+    ours, theirs = run(ag), run(torch)
+    for mine, expected in zip(ours[:-1], theirs[:-1]):
+        np.testing.assert_allclose(mine, expected, rtol=1e-6)
+    assert ours[-1] == theirs[-1]
+
+
+def test_a_float_alpha_with_integer_tensors_raises_as_pytorchs():
+    def message(lib):
+        with pytest.raises(RuntimeError) as info:
+            lib.add(lib.tensor([1, 2]), lib.tensor([3, 4]), alpha=0.5)
+        return str(info.value)
+
+    assert message(ag) == message(torch)
+
+
+def test_add_post_hook_sees_none_for_an_input_that_needs_no_gradient_as_pytorchs():
+    def run(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = lib.tensor([3.0, 4.0]) + x
+        seen = []
+        y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: seen.append(
+            [g is None for g in grad_inputs]))
+        (y * 2.0).sum().backward() if lib is torch else ag.backward_sync((y * 2.0).sum())
+        return seen
+
+    assert run(ag) == run(torch)
+
+
+BROADCAST_CLASHES = [
+    ("add", lambda lib, a, b: a + b),
+    ("sub", lambda lib, a, b: a - b),
+    ("mul", lambda lib, a, b: a * b),
+    ("div", lambda lib, a, b: a / b),
+    ("pow", lambda lib, a, b: a ** b),
+    ("where, values", lambda lib, a, b: lib.where(a > 0, a, b)),
+    ("where, condition", lambda lib, a, b: lib.where(b > 0, a, a)),
+]
+
+
+@pytest.mark.parametrize("name, op", BROADCAST_CLASHES, ids=[n for n, _ in BROADCAST_CLASHES])
+def test_shapes_that_do_not_broadcast_raise_pytorchs_error(name, op):
+    def error(lib):
+        a, b = lib.ones(2, 2, requires_grad=True), lib.ones(3)
+        with pytest.raises(Exception) as info:
+            op(lib, a, b)
+        return info.type, str(info.value)
+
+    assert error(ag) == error(torch)

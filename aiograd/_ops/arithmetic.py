@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy
 
 from .._tensor import Tensor, scalar_type_name
+from ..grad_mode import no_grad
 from ..graph._node import Node
 from . import _dual
 from ._promote import result_type
@@ -60,11 +62,14 @@ def _with_number(x: Any, number: Any) -> Any:
 # ---- add / sub ----
 
 class AddBackward0(Node):
+    """``a + b``: None for an input that needs no gradient (what post-hooks see)."""
+
     __slots__ = ()
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
-        return (g, g if self.next_edges[1] is not None else None)
+        edges = self.next_edges
+        return (g if edges[0] is not None else None, g if edges[1] is not None else None)
 
 
 class SubBackward0(Node):
@@ -72,7 +77,38 @@ class SubBackward0(Node):
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
-        return (g, -g if self.next_edges[1] is not None else None)
+        edges = self.next_edges
+        return (g if edges[0] is not None else None, -g if edges[1] is not None else None)
+
+
+class _AddAlphaBackward0(AddBackward0):
+    """``a + alpha * b`` (``add(a, b, alpha=...)``): PyTorch's AddBackward0 with its alpha."""
+
+    __slots__ = ("alpha",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        edges = self.next_edges
+        return (g if edges[0] is not None else None,
+                g * self.alpha if edges[1] is not None else None)
+
+    def name(self) -> str:
+        return "AddBackward0"
+
+
+class _SubAlphaBackward0(SubBackward0):
+    """``a - alpha * b`` (``sub(a, b, alpha=...)``): PyTorch's SubBackward0 with its alpha."""
+
+    __slots__ = ("alpha",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        edges = self.next_edges
+        return (g if edges[0] is not None else None,
+                -g * self.alpha if edges[1] is not None else None)
+
+    def name(self) -> str:
+        return "SubBackward0"
 
 
 class RsubBackward1(Node):
@@ -91,7 +127,10 @@ def add(a: Tensor, b: Any) -> Tensor:
         x, y = a.data, b.data
         if x.dtype is not y.dtype:
             x, y = _promoted(a, b)
-        data = x + y
+        try:
+            data = x + y
+        except ValueError:
+            raise broadcast_error(a.shape, b.shape) from None
         edges = edges_of(a, b)
     else:
         dev = a.device
@@ -109,7 +148,10 @@ def sub(a: Tensor, b: Any) -> Tensor:
         x, y = a.data, b.data
         if x.dtype is not y.dtype:
             x, y = _promoted(a, b)
-        data = x - y
+        try:
+            data = x - y
+        except ValueError:
+            raise broadcast_error(a.shape, b.shape) from None
         edges = edges_of(a, b)
     else:
         dev = a.device
@@ -118,6 +160,39 @@ def sub(a: Tensor, b: Any) -> Tensor:
     if edges is None:
         return plain(data, dev)
     return record(SubBackward0(edges), data, dev)
+
+
+def add_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
+    """``a + alpha * b`` (``torch.add``): one AddBackward0 node, its ``b`` gradient scaled."""
+    if alpha == 1:
+        return add(a, b)
+    return _with_alpha(_AddAlphaBackward0, add, a, b, alpha)
+
+
+def sub_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
+    """``a - alpha * b`` (``torch.sub``): one SubBackward0 node, its ``b`` gradient scaled."""
+    if alpha == 1:
+        return sub(a, b)
+    return _with_alpha(_SubAlphaBackward0, sub, a, b, alpha)
+
+
+def _with_alpha(node_cls: type[Node], op: Callable[[Tensor, Any], Tensor], a: Tensor, b: Any,
+                alpha: Any) -> Tensor:
+    """``op(a, alpha * b)`` recorded as one ``node_cls`` node over ``a`` and ``b``."""
+    b = scalar_or_tensor(b, a)
+    if type(b) is not Tensor:
+        return op(a, b * alpha)
+    if isinstance(alpha, float) and a.dtype.kind in "biu" and b.dtype.kind in "biu":
+        raise RuntimeError(
+            "For integral input tensors, argument alpha must not be a floating point number.")
+    with no_grad():
+        out = op(a, b * alpha)
+    edges = edges_of(a, b)
+    if edges is None:
+        return out
+    node = node_cls(edges)
+    node.alpha = alpha
+    return record(node, out.data, out.device)
 
 
 def rsub(a: Tensor, b: Any) -> Tensor:
@@ -160,7 +235,10 @@ def mul(a: Tensor, b: Any) -> Tensor:
         x, y = a.data, b.data
         if x.dtype is not y.dtype:
             x, y = _promoted(a, b)
-        data = x * y
+        try:
+            data = x * y
+        except ValueError:
+            raise broadcast_error(a.shape, b.shape) from None
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
@@ -233,7 +311,10 @@ def div(a: Tensor, b: Any) -> Tensor:
         x, y = a.data, b.data
         if x.dtype is not y.dtype or x.dtype.kind in "biu":
             x, y = _promoted(a, b, true_divide=True)
-        data = _divide(x, y)
+        try:
+            data = _divide(x, y)
+        except ValueError:
+            raise broadcast_error(a.shape, b.shape) from None
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
@@ -396,7 +477,10 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
         x, y = a.data, e.data
         if x.dtype is not y.dtype:
             x, y = _promoted(a, e)
-        data = _tensor_power(x, y)
+        try:
+            data = _tensor_power(x, y)
+        except ValueError:
+            raise broadcast_error(a.shape, e.shape) from None
         edges = edges_of(a, e)
         if edges is None:
             return plain(data, dev)
@@ -455,6 +539,18 @@ def broadcast_error(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> Runti
                 f"non-singleton dimension {dim}"
             )
     return RuntimeError(f"shapes {list(a_shape)} and {list(b_shape)} do not broadcast")
+
+
+def broadcast_error_among(*shapes: tuple[int, ...]) -> RuntimeError:
+    """``broadcast_error`` for the first of ``shapes`` that does not broadcast with the
+    broadcast of those before it."""
+    done = shapes[0]
+    for shape in shapes[1:]:
+        try:
+            done = numpy.broadcast_shapes(done, shape)
+        except ValueError:
+            return broadcast_error(done, shape)
+    raise AssertionError(f"the shapes {shapes} broadcast")
 
 
 def _compare(name: str) -> Any:
@@ -570,8 +666,8 @@ Tensor.__rtruediv__ = rdiv
 Tensor.__neg__ = neg
 Tensor.__pow__ = pow
 Tensor.__rpow__ = rpow
-Tensor.add = add
-Tensor.sub = sub
+Tensor.add = add_alpha
+Tensor.sub = sub_alpha
 Tensor.mul = mul
 Tensor.div = div
 Tensor.neg = neg

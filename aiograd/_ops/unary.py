@@ -27,7 +27,7 @@ from ..graph._node import Node
 from . import _dual
 from ._promote import result_type
 from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor, tensor_arg
-from .arithmetic import broadcast_error
+from .arithmetic import broadcast_error, broadcast_error_among
 from .inplace import check_inplace, commit_inplace
 
 
@@ -760,7 +760,10 @@ def where(condition: Any, input: Any = _ABSENT, other: Any = _ABSENT) -> Any:  #
         )
     xd = x.data if type(x) is Tensor else x
     yd = y.data if type(y) is Tensor else y
-    data = dev.xp.where(cond, xd, yd)
+    try:
+        data = dev.xp.where(cond, xd, yd)
+    except ValueError:
+        raise broadcast_error_among(cond.shape, numpy.shape(xd), numpy.shape(yd)) from None
     dtype = result_type(x, y)  # Note [Type promotion]
     if data.dtype != dtype:
         data = data.astype(dtype)
