@@ -136,17 +136,9 @@ class BackwardHooks:
 
     def _grads_for_outputs(self, grads: tuple[Any, ...]) -> tuple[Any, ...]:
         """The output node's backward: pre-hooks, then the full hooks or a hand-over."""
-        grad_output: Sequence[Any] = _spread(grads, self.output_positions, self.num_outputs)
-        for hook in self.pre_hooks:
-            result = hook(self.module, grad_output)
-            if result is None:
-                continue
-            if len(result) != len(grad_output):
-                raise RuntimeError(
-                    "Backward pre hook returned an invalid number of grad_output, "
-                    f"got {len(result)}, but expected {len(grad_output)}"
-                )
-            grad_output = result
+        grad_output = _through_hooks(
+            self.pre_hooks, lambda hook, g: hook(self.module, g),
+            _spread(grads, self.output_positions, self.num_outputs), "pre hook", "grad_output")
         if self.input_positions is None:
             self._call_full_hooks_without_input_grads(grad_output)
         else:
@@ -162,17 +154,9 @@ class BackwardHooks:
             return grads
         positions = self.input_positions
         assert positions is not None  # an input node exists
-        grad_input: Sequence[Any] = _spread(grads, positions, self.num_inputs)
-        for hook in self.full_hooks:
-            result = hook(self.module, grad_input, grad_output)
-            if result is None:
-                continue
-            if len(result) != len(grad_input):
-                raise RuntimeError(
-                    "Backward hook returned an invalid number of grad_input, "
-                    f"got {len(result)}, but expected {len(grad_input)}"
-                )
-            grad_input = result
+        grad_input = _through_hooks(
+            self.full_hooks, lambda hook, g: hook(self.module, g, grad_output),
+            _spread(grads, positions, self.num_inputs), "hook", "grad_input")
         return tuple(grad_input[i] for i in positions)
 
     def _call_full_hooks_without_input_grads(self, grad_output: Sequence[Any]) -> None:
@@ -208,6 +192,24 @@ def _through_hook_node(values: tuple[Any, ...], on_grads: Callable[..., tuple[An
     for i, view in zip(positions, views):
         new[i] = view
     return positions, tuple(new) if type(values) is tuple else type(values)(*new)
+
+
+def _through_hooks(hooks: list[Any], call: Callable[[Any, Sequence[Any]], Any],
+                   grads: Sequence[Any], kind: str, what: str) -> Sequence[Any]:
+    """``grads`` through ``hooks`` in order (``call(hook, grads)``), each seeing the last
+    replacement; a hook returns None or a replacement of the same length (PyTorch's
+    error otherwise)."""
+    for hook in hooks:
+        result = call(hook, grads)
+        if result is None:
+            continue
+        if len(result) != len(grads):
+            raise RuntimeError(
+                f"Backward {kind} returned an invalid number of {what}, "
+                f"got {len(result)}, but expected {len(grads)}"
+            )
+        grads = result
+    return grads
 
 
 def _spread(grads: Sequence[Any], positions: tuple[int, ...], size: int) -> tuple[Any, ...]:
