@@ -154,3 +154,16 @@ def test_shapes_that_do_not_broadcast_raise_pytorchs_error(name, op):
         return info.type, str(info.value)
 
     assert error(ag) == error(torch)
+
+
+@pytest.mark.parametrize("op", ["clamp", "clamp_min", "clamp_max", "where"])
+def test_a_float64_0d_gradient_through_clamp_and_where_as_pytorchs(op):
+    # A 0-d float64 gradient is a NumPy scalar, a subclass of float: once read as a number.
+    def run(lib):
+        x = lib.tensor(np.array(0.3), requires_grad=True)
+        y = {"clamp": lambda: x.clamp(-1, 1), "clamp_min": lambda: x.clamp_min(-1),
+             "clamp_max": lambda: x.clamp_max(1),
+             "where": lambda: lib.where(x > 0, x, x * 3.0)}[op]()
+        return [g.tolist() for g in _grads(lib, y * 2.0, [x])]
+
+    assert run(ag) == run(torch)

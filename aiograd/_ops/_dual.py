@@ -98,7 +98,7 @@ def where(cond: Any, x: Any, y: Any) -> Any:
         from .unary import where as t_where
 
         return t_where(cond, x, y)
-    return xp_of(x if not isinstance(x, (int, float)) else y).where(cond, x, y)
+    return xp_of(x if type(x) not in (int, float) else y).where(cond, x, y)
 
 
 def log(x: Any) -> Any:

@@ -237,18 +237,55 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
 class LeakyReluBackward0(Node):
     """d x = g where x > 0, else ``negative_slope * g``. ``saved``: the input (or, for
     LeakyReluBackward1, the result of the in-place op: of the input's sign, as the slope
-    is >= 0 there). With ``create_graph`` it records ``where`` (PyTorch records
-    LeakyReluBackwardBackward0)."""
+    is >= 0 there). With ``create_graph`` it records a LeakyReluBackwardBackward0, as
+    PyTorch's."""
+
+    __slots__ = ("saved", "negative_slope")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (leaky_relu_backward(grads[0], self.saved.unpack(self, create_graph),
+                                    self.negative_slope),)
+
+    def release_variables(self) -> None:
+        self.saved.release()
+
+
+class LeakyReluBackwardBackward0(Node):
+    """The node of leaky_relu's create_graph gradient ``leaky_relu_backward(grad, x)``.
+
+    The slope is piecewise constant in ``x``: the gradient is
+    ``leaky_relu_backward(gg, x)`` for ``grad`` and zeros for ``x``, as PyTorch's.
+    """
 
     __slots__ = ("saved", "negative_slope")
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
-        positive = _dual.raw(self.saved.unpack(self, False)) > 0
-        return (_dual.where(positive, g, g * self.negative_slope),)
+        edges = self.next_edges
+        gg = None
+        if edges[0] is not None:
+            gg = leaky_relu_backward(g, self.saved.unpack(self, create_graph),
+                                     self.negative_slope)
+        return (gg, _dual.zeros_of(g) if edges[1] is not None else None)
 
     def release_variables(self) -> None:
         self.saved.release()
+
+
+def leaky_relu_backward(grad: Any, x: Any, negative_slope: float) -> Any:
+    """``grad`` where ``x > 0``, else ``negative_slope * grad``: two arrays, or two
+    Tensors (then recorded as a LeakyReluBackwardBackward0)."""
+    if type(grad) is not Tensor:
+        return _dual.where(_dual.raw(x) > 0, grad, grad * negative_slope)
+    g = grad.data
+    data = grad.device.xp.where(x.data > 0, g, g * negative_slope)
+    edges = edges_of(grad, x)
+    if edges is None:
+        return plain(data, grad.device)
+    node = LeakyReluBackwardBackward0(edges)
+    node.saved = save(x)
+    node.negative_slope = negative_slope
+    return record(node, data, grad.device)
 
 
 class LeakyReluBackward1(LeakyReluBackward0):
@@ -301,14 +338,19 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01,  # noqa: A002
 # ---- erf and gelu ----
 
 # erfc(|z|) ~= t exp(-z^2 + P(t)), t = 1 / (1 + |z| / 2): Chebyshev fit with relative
-# error < 1.2e-7 everywhere (Numerical Recipes' erfcc), enough for float32.
+# error < 1.2e-7 everywhere (Numerical Recipes' erfcc), enough for float32. NumPy
+# float64 arrays take libm's erf element by element instead (exact, ~0.1 us each).
+_math_erf = numpy.frompyfunc(math.erf, 1, 1)
 _ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
                 0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
 
-def _erf_approx(z: Any) -> Any:
-    """erf of an array (float32-accurate: absolute error < 1.2e-7)."""
+def _erf_array(z: Any) -> Any:
+    """erf of an array: exact for a NumPy float64 array, else float32-accurate
+    (absolute error < 1.2e-7)."""
+    if type(z) is numpy.ndarray and z.dtype == numpy.float64:
+        return numpy.asarray(_math_erf(z), dtype=numpy.float64)
     xp = _dual.xp_of(z)
     a = xp.abs(z)
     t = 1 / (1 + 0.5 * a)
@@ -333,8 +375,9 @@ class ErfBackward0(Node):
 
 
 def erf(input: Tensor) -> Tensor:  # noqa: A002
-    """The error function, to float32 precision (see ``_erf_approx``)."""
-    data = _erf_approx(input.data)
+    """The error function: exact in float64 on the CPU, else to float32 precision
+    (see ``_erf_array``)."""
+    data = _erf_array(input.data)
     edges = edges_of(input)
     if edges is None:
         return plain(data, input.device)
@@ -344,7 +387,7 @@ def erf(input: Tensor) -> Tensor:  # noqa: A002
 
 
 def _dual_erf(x: Any) -> Any:
-    return erf(x) if type(x) is Tensor else _erf_approx(x)
+    return erf(x) if type(x) is Tensor else _erf_array(x)
 
 
 def _dual_tanh(x: Any) -> Any:
@@ -390,7 +433,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
     _check_float("GeluKernelImpl", input)
     x = input.data
     if approximate == "none":
-        data = x * ((_erf_approx(x * _INV_SQRT2) + 1) * 0.5)
+        data = x * ((_erf_array(x * _INV_SQRT2) + 1) * 0.5)
     else:
         th = input.device.xp.tanh((x + x * x * x * _GELU_CUBIC) * _SQRT_2_OVER_PI)
         data = x * ((th + 1) * 0.5)
