@@ -299,6 +299,27 @@ def test_backward_with_create_graph_warns_of_reference_cycle_once(monkeypatch):
         ag.backward_sync(x * x, create_graph=True)
 
 
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")
+def test_a_grad_with_history_is_added_to_in_place_by_a_plain_backward_as_pytorchs():
+    torch = pytest.importorskip("torch")
+
+    def run(lib, backward):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        backward((x ** 3).sum(), create_graph=True)
+        first = x.grad
+        made = (first.grad_fn.name().split("::")[-1], first.requires_grad, first._version)
+        backward(first.sum())  # plain: into the same tensor, in place
+        same = (x.grad is first, first.tolist(), first._version)
+        x.grad = None
+        backward((x ** 3).sum(), create_graph=True)
+        held = x.grad
+        backward((x ** 2).sum(), create_graph=True)  # with history: out of place
+        return made, same, (x.grad is held, x.grad.grad_fn.name(), x.grad.tolist())
+
+    ours = run(ag, lambda loss, **kw: ag.backward_sync(loss, **kw))
+    assert ours == run(torch, lambda loss, **kw: loss.backward(**kw))
+
+
 def test_grad_mode_inside_backward_equals_create_graph():
     seen = []
 

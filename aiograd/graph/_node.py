@@ -280,9 +280,10 @@ class AccumulateGrad(Node):
         leaves, the caller passed it as ``grad_tensors``, or it is the
         read-only broadcast view ``sum()``'s backward makes, it is copied, so
         ``.grad`` never aliases anything and can be added to in place. Later
-        gradients are added in place. With create_graph the first gradient
-        is cloned (recorded, so it keeps its history) and later ones are
-        added out of place, as PyTorch does.
+        gradients are added in place, into a ``.grad`` with history too. With
+        create_graph the first gradient is copied into a new tensor (recorded
+        as CopyBackwards, so it keeps its history) and later ones are added
+        out of place, as PyTorch does.
     """
 
     __slots__ = ("_variable", "lock")
@@ -338,7 +339,11 @@ class AccumulateGrad(Node):
             old = var._grad
             if create_graph:
                 new = grad if isinstance(grad, Tensor) else Tensor._wrap(grad)
-                var._grad = new.clone() if old is None else old + new
+                if old is None:  # a copy into a new tensor, recorded (CopyBackwards)
+                    old = Tensor._wrap(new.device.xp.empty_like(new.data), new.device)
+                    var._grad = old.copy_(new)
+                else:
+                    var._grad = old + new
             elif old is None:
                 base = grad.base
                 if (sys.getrefcount(grad) > owned_refs
@@ -346,10 +351,7 @@ class AccumulateGrad(Node):
                         or not _dense_writeable(grad)):
                     grad = grad.copy()
                 var._grad = Tensor._wrap(grad, var.device)
-            elif old.grad_fn is not None:
-                # The old .grad has history (from create_graph): never mutate it.
-                var._grad = Tensor._wrap(old.data + grad, var.device)
-            else:
+            else:  # in place, even a .grad with history (from create_graph), as PyTorch
                 old.data += grad
                 old._vc.value += 1
 
