@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -171,3 +172,12 @@ def test_a_probe_of_a_closed_loop_is_none():
     thread.start()
     thread.join()
     assert probes == [None]
+
+
+def test_a_trio_module_half_imported_by_another_thread_means_no_trio_run_here(monkeypatch):
+    # While one thread imports trio, sys.modules holds the module without ``lowlevel``:
+    # a worker asking which loop runs on its thread must get None, not AttributeError.
+    import types
+
+    monkeypatch.setitem(sys.modules, "trio", types.ModuleType("trio"))
+    assert running_loop_library() is None

@@ -294,6 +294,8 @@ def running_loop_library() -> str | None:
         try:
             trio.lowlevel.current_trio_token()
             return "trio"
-        except RuntimeError:
+        except RuntimeError:  # no trio run on this thread
+            pass
+        except AttributeError:  # trio half imported (by another thread): no run here either
             pass
     return None

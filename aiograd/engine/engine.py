@@ -976,7 +976,7 @@ class Engine:
 
     def run_sync(self, gt: GraphTask, context: contextvars.Context) -> None:
         """Drive ``gt`` from a blocking call (see Note [Reentrant backward])."""
-        if running_loop_library() is not None and not _tls.engine_thread:
+        if not _tls.engine_thread and running_loop_library() is not None:
             raise RuntimeError(
                 "backward_sync()/grad_sync() would block the running event loop; "
                 "use 'await aiograd.backward(...)' / 'await aiograd.grad(...)' instead"
