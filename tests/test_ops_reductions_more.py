@@ -149,6 +149,27 @@ def test_prod_with_zeros_matches_torch_to_second_order(zeros, dim):
     check_second_order(fn, fn, values)
 
 
+@pytest.mark.parametrize("zeros", [[(1, 2), (1, 0)], [(1, 2), (1, 0), (1, 3)],
+                                   [(0, 0), (0, 1), (0, 2), (0, 3)], [(0, 1), (1, 1), (2, 1)]],
+                         ids=str)
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_prod_with_several_zeros_matches_torch_to_third_order(zeros, dim):
+    torch = torch_module()
+    values = with_zeros(*zeros)
+    v, u = arr((3, 4), seed=5), arr((3, 4), seed=6)
+
+    def third(lib, grad):
+        x = lib.tensor(values, requires_grad=True)
+        p = x.prod() if dim is None else x.prod(dim).sum()
+        (g,) = grad(p, x, create_graph=True)
+        (hv,) = grad((g * lib.tensor(v)).sum(), x, create_graph=True)
+        (t3,) = grad((hv * lib.tensor(u)).sum(), x)
+        return t3.detach().numpy()
+
+    np.testing.assert_allclose(third(ag, ag.grad_sync), third(torch, torch.autograd.grad),
+                               rtol=1e-12, atol=1e-12)
+
+
 def test_prod_gradient_with_one_zero_is_the_product_of_the_others():
     x = leaf([2.0, 0.0, 3.0, 4.0])
     (g,) = ag.grad_sync(x.prod(), x)

@@ -344,17 +344,23 @@ def _prod_grad_with_zeros(g: Any, x: Any, dims: tuple[int, ...]) -> Any:
     For element i of a slice with ``m`` zeros that product is ``z_i * rest / x'_i``:
     ``x'`` is x with its zeros set to 1, ``rest`` the product of ``x'`` over the slice,
     and ``z_i`` the product of the slice's zeros other than x_i (1 if there are none,
-    else 0 in value). ``z_i`` is written with ``s``, the sum of the zeros, exactly to
-    first order in them: ``[m == 0] + [m == 1] * s`` for a nonzero x_i, and
-    ``[m == 1] + [m == 2] * (s - x_i)`` for a zero. So the gradient of this gradient
-    (create_graph) is exact too; the third derivative, while m <= 1.
+    else 0 in value). ``z_i`` is written exactly to second order in the zeros, with
+    their elementary symmetric sums ``e1`` (their sum) and ``e2``: ``[m == 0] +
+    [m == 1] e1 + [m == 2] e2`` for a nonzero x_i, and ``[m == 1] + [m == 2] o1 +
+    [m == 3] (e2 - x_i o1)`` for a zero, ``o1 = e1 - x_i`` being the sum of the
+    others. So the derivatives of this gradient (create_graph) are exact to second
+    order: prod's to the third.
     """
     xa = _dual.raw(x)
     zero = xa == 0
     count = zero.sum(axis=dims, keepdims=True)
-    none, one, two = ((count == k).astype(xa.dtype) for k in (0, 1, 2))
-    s = _dual.sum_dims(_dual.where(zero, x, 0), dims, keepdim=True)
-    others = _dual.where(zero, one + two * (s - x), none + one * s)
+    none, one, two, three = ((count == k).astype(xa.dtype) for k in (0, 1, 2, 3))
+    zeros = _dual.where(zero, x, 0)
+    e1 = _dual.sum_dims(zeros, dims, keepdim=True)
+    e2 = (e1 * e1 - _dual.sum_dims(zeros * zeros, dims, keepdim=True)) * 0.5
+    o1 = e1 - x
+    others = _dual.where(zero, one + two * o1 + three * (e2 - x * o1),
+                         none + one * e1 + two * e2)
     nonzero = _dual.where(zero, 1, x)
     return g * (others * (_prod_kept(nonzero, dims) / nonzero))
 
