@@ -136,9 +136,9 @@ class _FunctionBackward(Node, FunctionCtx):
                     )
                 continue
             if r is not None and not isinstance(r, Tensor):
-                raise TypeError(
-                    f"function {self.name()} returned a {type(r).__name__} as gradient "
-                    f"{i}; expected a Tensor or None"
+                raise RuntimeError(  # PyTorch's type and words, and where it happened
+                    f"expected Variable or None (got {type(r).__name__}): function "
+                    f"{self.name()} returned it as gradient {i}"
                 )
             if r is None or create_graph:
                 grads.append(r)

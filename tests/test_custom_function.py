@@ -346,3 +346,21 @@ def test_an_input_returned_as_is_and_marked_non_differentiable_is_not_differenti
         return flags, x.grad.tolist()
 
     assert run(ag, ag.backward_sync) == run(torch, lambda loss: loss.backward())
+
+
+def test_a_backward_returning_a_non_tensor_raises_pytorchs_error():
+    def error(lib: Any, backward: Any) -> tuple[type, str]:
+        class ReturnsInt(lib.autograd.Function if lib is torch else lib.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return 3
+
+        with pytest.raises(Exception) as info:
+            backward(ReturnsInt.apply(lib.ones(2, requires_grad=True)).sum())
+        return info.type, str(info.value).split(":")[0]
+
+    assert error(ag, ag.backward_sync) == error(torch, lambda loss: loss.backward())
