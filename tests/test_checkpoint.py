@@ -314,3 +314,131 @@ def test_checkpoint_rejects_an_unknown_determinism_check():
                                          r"'none'\], but got strict"):
         ag.checkpoint(lambda a: a * 2, ag.ones(2, requires_grad=True), use_reentrant=False,
                       determinism_check="strict")
+
+
+# ---- found by a differential probe of checkpointing (471 programs against torch 2.13) ----
+
+
+def _outcome(call):
+    """The result of ``call()`` as a comparable value, or its error's type and message."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = call()
+    except Exception as exc:  # noqa: BLE001  (compared with the other library's)
+        return type(exc).__name__, str(exc)
+    if hasattr(result, "detach"):
+        return np.round(result.detach().numpy(), 5).tolist()  # float32: 6 digits
+    return result
+
+
+def _hooks_of(lib):
+    return ag.graph if lib is ag else lib.autograd.graph
+
+
+def _unpack_hook_value_for_a_leaf(lib, checkpoint, backward):
+    x = lib.tensor([0.5, 1.0], requires_grad=True)
+    with _hooks_of(lib).saved_tensors_hooks(lambda s: s, lambda s: s * 2):
+        out = checkpoint(lambda p: p.sin(), x, use_reentrant=True)
+    backward(out.sum())
+    return x.grad  # cos(2x): the recomputation runs on the unpacked value
+
+
+def _enable_grad_inside_under_no_grad(lib, checkpoint, backward):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+
+    def f(p):
+        with lib.enable_grad():
+            return p.exp()
+
+    with lib.no_grad():
+        out = checkpoint(f, x, use_reentrant=True)
+    return out.requires_grad, out.grad_fn is None
+
+
+def _no_recomputed_output_requires_grad(lib, checkpoint, backward):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    backward(checkpoint(lambda p: p.detach() * 2, x, use_reentrant=True).sum())
+
+
+def _disable_saved_tensors_hooks_inside(lib, checkpoint, backward):
+    def f(p):
+        with _hooks_of(lib).disable_saved_tensors_hooks("no hooks here"):
+            return p.exp()
+
+    return checkpoint(f, lib.tensor([1.0, 2.0], requires_grad=True), use_reentrant=False)
+
+
+def _non_reentrant_under_no_grad(lib, checkpoint, backward):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    a = x * 1
+
+    def f(p):
+        with lib.enable_grad():
+            return (p + 1).exp()
+
+    with lib.no_grad():
+        out = checkpoint(f, a, use_reentrant=False)  # just a call: nothing saved
+        a.add_(1)
+    backward(out.sum())
+    return x.grad
+
+
+def _use_reentrant_forms(lib, checkpoint, backward):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    return [checkpoint(lambda p: p.exp(), x, use_reentrant=flag).grad_fn.name()
+            for flag in (None, 0, 1)]
+
+
+def _determinism_check_is_the_non_reentrant_forms(lib, checkpoint, backward):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    return checkpoint(lambda p: p.exp(), x, use_reentrant=True,
+                      determinism_check="bogus").requires_grad
+
+
+@pytest.mark.parametrize("program", [
+    _unpack_hook_value_for_a_leaf, _enable_grad_inside_under_no_grad,
+    _no_recomputed_output_requires_grad, _disable_saved_tensors_hooks_inside,
+    _non_reentrant_under_no_grad, _use_reentrant_forms,
+    _determinism_check_is_the_non_reentrant_forms,
+], ids=lambda f: f.__name__.strip("_"))
+def test_checkpoint_usage_matches_pytorchs(program):
+    torch = pytest.importorskip("torch")
+    ours = _outcome(lambda: _run_checkpointed(ag, program))
+    assert ours == _outcome(lambda: _run_checkpointed(torch, program))
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")
+def test_an_unpack_hook_value_for_a_leaf_saved_by_a_function_is_used_as_pytorchs():
+    torch = pytest.importorskip("torch")
+
+    def program(lib, backward):
+        class SavesInput(lib.autograd.Function if lib is torch else lib.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * x
+
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        with _hooks_of(lib).saved_tensors_hooks(lambda s: s, lambda s: s * 10):
+            y = SavesInput.apply(x)
+        backward(y.sum(), create_graph=True)
+        return x.grad
+
+    ours = program(ag, lambda t, **kw: ag.backward_sync(t, **kw))
+    theirs = program(torch, lambda t, **kw: t.backward(**kw))
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy())
+
+
+@pytest.mark.parametrize("keyword", ["context_fn", "debug"])
+def test_pytorchs_own_checkpoint_keywords_are_refused_not_passed_to_fn(keyword):
+    with pytest.raises(NotImplementedError, match=f"does not support {keyword}="):
+        ag.checkpoint(lambda p, **kw: p.exp(), ag.ones(2, requires_grad=True),
+                      use_reentrant=False, **{keyword: None})

@@ -101,6 +101,8 @@ class disable_saved_tensors_hooks:
         self.error_message = error_message
 
     def __enter__(self) -> None:
+        if _hooks.get():  # inside saved_tensors_hooks (a checkpoint's too), as PyTorch
+            raise RuntimeError(self.error_message)
         self._token = _hooks_disabled.set(self.error_message)
         self._hooks_token = _hooks.set(())
 
@@ -176,7 +178,14 @@ class SavedTensor:
         if t is not None:  # a leaf, or an input whose .data was replaced
             grad_fn = t.grad_fn
             if grad_fn is None:
-                return t if t._rg else out
+                if not t._rg:
+                    return out
+                # an unpack hook's value for a leaf: its gradient goes to the leaf
+                from ._node import gradient_edge
+
+                out.grad_fn, out.output_nr = gradient_edge(t)
+                out._rg = True
+                return out
         if grad_fn is not None:
             out.grad_fn = grad_fn
             out.output_nr = self.output_nr

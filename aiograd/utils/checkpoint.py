@@ -30,7 +30,7 @@ from .._tensor import Tensor
 from ..autograd import backward_sync, is_checkpoint_valid
 from ..engine.graph_task import current_graph_task
 from ..function import Function
-from ..grad_mode import enable_grad
+from ..grad_mode import enable_grad, is_grad_enabled
 from ..graph._saved import SavedTensor, saved_tensors_hooks
 
 __all__ = ["CheckpointError", "checkpoint"]
@@ -40,6 +40,11 @@ class CheckpointError(RuntimeError):
     """The recomputed forward of a non-reentrant checkpoint saved other tensors than the
     original one (a function that is not deterministic)."""
 
+_USE_REENTRANT_WARNING = (
+    "aiograd.checkpoint: the use_reentrant parameter should be passed explicitly; "
+    "use_reentrant=None means True here, as in PyTorch 2.13. Note that "
+    "use_reentrant=False is the recommended form."
+)
 _REENTRANT_INPUTS_ERROR = (
     "When use_reentrant=True, aiograd.checkpoint is incompatible with .grad() or passing an "
     "`inputs` parameter to .backward(). To resolve this error, you can either set "
@@ -47,7 +52,7 @@ _REENTRANT_INPUTS_ERROR = (
 )
 
 
-def checkpoint(fn: Callable[..., Any], *args: Any, use_reentrant: bool = True,
+def checkpoint(fn: Callable[..., Any], *args: Any, use_reentrant: bool | None = True,
                preserve_rng_state: bool = True, determinism_check: str = "default",
                early_stop: bool = True, **kwargs: Any) -> Any:
     """Run ``fn(*args, **kwargs)`` without storing its activations; recompute them in backward.
@@ -56,22 +61,29 @@ def checkpoint(fn: Callable[..., Any], *args: Any, use_reentrant: bool = True,
     :class:`CheckpointError` if the recomputation saves tensors of other
     shapes, dtypes or devices, or fewer of them (``"none"``: no check);
     ``early_stop`` stops the recomputation once it has saved as many tensors as
-    the forward did.
+    the forward did. ``use_reentrant=None`` warns and means True, as PyTorch's;
+    with grad mode off the non-reentrant form just calls ``fn``.
     """
     if not callable(fn):
         raise TypeError(f"checkpoint expects a callable, got {type(fn).__name__}")
-    if not isinstance(use_reentrant, bool):
-        raise TypeError("use_reentrant must be a bool")
-    if determinism_check not in ("default", "none"):
-        raise ValueError("determinism_check should be one of ['default', 'none'], but got "
-                         f"{determinism_check}")
+    unsupported = [k for k in ("context_fn", "debug") if k in kwargs]
+    if unsupported:  # PyTorch's own keywords: never passed on to fn
+        raise NotImplementedError(f"aiograd.checkpoint does not support {unsupported[0]}=")
+    if use_reentrant is None:
+        warnings.warn(_USE_REENTRANT_WARNING, UserWarning, stacklevel=2)
+        use_reentrant = True
     if use_reentrant:
         if kwargs:
             raise ValueError("keyword arguments are only supported with use_reentrant=False")
         if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
                           UserWarning, stacklevel=2)
-        return _ReentrantCheckpoint.apply(fn, preserve_rng_state, *args)
+        return CheckpointFunction.apply(fn, preserve_rng_state, *args)
+    if determinism_check not in ("default", "none"):
+        raise ValueError("determinism_check should be one of ['default', 'none'], but got "
+                         f"{determinism_check}")
+    if not is_grad_enabled():  # nothing will be backpropagated: nothing to save
+        return fn(*args, **kwargs)
     return _checkpoint_with_hooks(fn, args, kwargs, preserve_rng_state,
                                   determinism_check == "default", early_stop)
 
@@ -85,7 +97,10 @@ def _restore_rng(state: Any) -> None:
         _tensor._rng.bit_generator.state = state
 
 
-class _ReentrantCheckpoint(Function):
+class CheckpointFunction(Function):
+    """The reentrant checkpoint (PyTorch's name): recomputes ``fn`` in its backward and
+    runs a nested backward through the recomputed graph."""
+
     @staticmethod
     def forward(ctx: Any, fn: Callable[..., Any], preserve: bool, *args: Any) -> Any:
         ctx.fn = fn
@@ -120,8 +135,10 @@ class _ReentrantCheckpoint(Function):
             if isinstance(out, Tensor) and out.requires_grad:
                 roots.append(out)
                 root_grads.append(g)
-        if roots:
-            backward_sync(roots, root_grads)
+        if not roots:
+            raise RuntimeError(
+                "none of output has requires_grad=True, this checkpoint() is not necessary")
+        backward_sync(roots, root_grads)
         grad_inputs = [None, None] + [None] * len(args)
         for pos, inp in zip(ctx.positions, inputs):
             grad_inputs[2 + pos] = inp.grad
