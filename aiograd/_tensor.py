@@ -440,40 +440,36 @@ class Tensor:
         """This tensor with ``other``'s dtype and device (``self`` if they match)."""
         return self.to(other.device, other.dtype)  # type: ignore[attr-defined]
 
+    def _new_defaults(self, dtype: Any, device: Any) -> dict[str, Any]:
+        """The ``new_*`` factories' dtype and device: this tensor's unless given."""
+        return {"dtype": self.dtype if dtype is None else dtype,
+                "device": self.device if device is None else device}
+
     def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None,
                    requires_grad: bool = False) -> Tensor:
         """:func:`tensor` with this tensor's dtype and device as the defaults."""
-        return tensor(data, dtype=self.dtype if dtype is None else dtype,
-                      device=self.device if device is None else device,
-                      requires_grad=requires_grad)
+        return tensor(data, **self._new_defaults(dtype, device), requires_grad=requires_grad)
 
     def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None,
                   requires_grad: bool = False) -> Tensor:
         """:func:`zeros` with this tensor's dtype and device as the defaults."""
-        return zeros(*size, dtype=self.dtype if dtype is None else dtype,
-                     device=self.device if device is None else device,
-                     requires_grad=requires_grad)
+        return zeros(*size, **self._new_defaults(dtype, device), requires_grad=requires_grad)
 
     def new_ones(self, *size: Any, dtype: Any = None, device: Any = None,
                  requires_grad: bool = False) -> Tensor:
         """:func:`ones` with this tensor's dtype and device as the defaults."""
-        return ones(*size, dtype=self.dtype if dtype is None else dtype,
-                    device=self.device if device is None else device,
-                    requires_grad=requires_grad)
+        return ones(*size, **self._new_defaults(dtype, device), requires_grad=requires_grad)
 
     def new_empty(self, *size: Any, dtype: Any = None, device: Any = None,
                   requires_grad: bool = False) -> Tensor:
         """:func:`empty` with this tensor's dtype and device as the defaults."""
-        return empty(*size, dtype=self.dtype if dtype is None else dtype,
-                     device=self.device if device is None else device,
-                     requires_grad=requires_grad)
+        return empty(*size, **self._new_defaults(dtype, device), requires_grad=requires_grad)
 
     def new_full(self, size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
                  requires_grad: bool = False) -> Tensor:
         """:func:`full` with this tensor's dtype and device as the defaults (a float
         ``fill_value`` is truncated into an integer tensor, as PyTorch)."""
-        return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
-                    device=self.device if device is None else device,
+        return full(size, fill_value, **self._new_defaults(dtype, device),
                     requires_grad=requires_grad)
 
     def __repr__(self) -> str:

@@ -223,11 +223,9 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
         outs = (outputs,) if single else outputs
         if not record:  # nothing is recorded, not even history made inside forward
             node.__dict__.pop("_to_save", None)
-            if not any(isinstance(o, Tensor) and o.grad_fn is not None for o in outs):
-                return outputs
-            plain_outs = tuple(o.detach() if isinstance(o, Tensor) and o.grad_fn is not None
-                               else o for o in outs)
-            return plain_outs[0] if single else plain_outs
+            outs = tuple(o.detach() if isinstance(o, Tensor) and o.grad_fn is not None else o
+                         for o in outs)
+            return outs[0] if single else outs
         node.next_edges = tuple(gradient_edge(args[i]) if args[i]._rg else None
                                 for i in positions)
         topo = 0

@@ -294,8 +294,7 @@ def running_loop_library() -> str | None:
         try:
             trio.lowlevel.current_trio_token()
             return "trio"
-        except RuntimeError:  # no trio run on this thread
-            pass
-        except AttributeError:  # trio half imported (by another thread): no run here either
+        # AttributeError: trio is being imported by another thread, so not running here
+        except (RuntimeError, AttributeError):
             pass
     return None

@@ -79,8 +79,9 @@ class save_on_cpu(saved_tensors_hooks):
     Each one is copied to the CPU when saved (a CPU tensor is kept as it is)
     and copied back to its device when the backward unpacks it, as PyTorch's
     ``torch.autograd.graph.save_on_cpu``: device memory is traded for copies.
-    ``pin_memory`` is accepted for PyTorch's signature; aiograd's backends
-    copy through plain host memory, so it changes nothing.
+    ``pin_memory`` and ``device_type`` are accepted for PyTorch's signature;
+    aiograd's backends copy through plain host memory, and every device's
+    tensors are moved, so they change nothing.
     """
 
     def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
