@@ -16,7 +16,7 @@ import anyio
 import pytest
 import trio
 
-from aiograd.engine._bridge import LoopSignal, asyncio_loop_idle, running_loop_library
+from aiograd.engine._bridge import Backlog, LoopSignal, running_loop_library
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -25,6 +25,15 @@ def set_from_thread(signal: LoopSignal) -> None:
     thread = threading.Thread(target=signal.set)
     thread.start()
     thread.join()
+
+
+def in_thread(fn):
+    """``fn()`` called on another thread (as a worker calls it); its result."""
+    result = []
+    thread = threading.Thread(target=lambda: result.append(fn()))
+    thread.start()
+    thread.join()
+    return result[0]
 
 
 @pytest.mark.anyio
@@ -83,31 +92,12 @@ def test_making_a_signal_needs_a_running_loop():
         LoopSignal()
 
 
-@contextlib.contextmanager
-def loop_kept_busy() -> Iterator[None]:
-    """Under asyncio: a socket that stays readable, so the loop never sleeps (never idle)."""
-    if running_loop_library() != "asyncio":
-        yield
-        return
-    loop = asyncio.get_running_loop()
-    reader, writer = socket.socketpair()
-    writer.send(b"x")
-    loop.add_reader(reader, lambda: None)
-    try:
-        yield
-    finally:
-        loop.remove_reader(reader)
-        reader.close()
-        writer.close()
-
-
 @pytest.mark.anyio
 async def test_a_probe_is_released_once_the_loop_has_had_a_turn():
     signal = LoopSignal()
     assert signal.probe() is None  # on the loop's own thread there is nothing to learn
     probes: list[threading.Lock | None] = []
-    with loop_kept_busy():
-        await anyio.to_thread.run_sync(lambda: probes.append(signal.probe()))
+    await anyio.to_thread.run_sync(lambda: probes.append(signal.probe()))
     pending = probes[0]
     assert pending is not None
     # The thread that probed sees it released after the loop ran its passes.
@@ -115,63 +105,135 @@ async def test_a_probe_is_released_once_the_loop_has_had_a_turn():
     assert released
 
 
-def test_an_idle_asyncio_loop_is_not_probed():
-    # asleep in its selector, the loop waits for I/O, not for the GIL: nothing to learn
-    async def make() -> LoopSignal:
-        return LoopSignal()
-
-    loop = asyncio.new_event_loop()
-    try:
-        signal = loop.run_until_complete(make())
-        probes: list[threading.Lock | None] = []
-        thread = threading.Thread(target=lambda: probes.append(signal.probe()))
-        thread.start()
-        thread.join()
-        assert probes == [None]
-    finally:
-        loop.close()
-
-
-def test_a_loop_with_work_due_is_not_idle():
-    loop = asyncio.new_event_loop()
-    reader, writer = socket.socketpair()
-    try:
-        assert asyncio_loop_idle(loop)
-        handle = loop.call_soon(lambda: None)  # a ready callback
-        assert not asyncio_loop_idle(loop)
-        handle.cancel()
-        loop.run_until_complete(asyncio.sleep(0))  # runs (drops) it
-        assert asyncio_loop_idle(loop)
-        timer = loop.call_at(loop.time() - 1.0, lambda: None)  # a timer already due
-        assert not asyncio_loop_idle(loop)
-        timer.cancel()
-        loop.run_until_complete(asyncio.sleep(0))
-        loop.call_later(3600.0, lambda: None)  # a timer far off: idle till then
-        assert asyncio_loop_idle(loop)
-        assert asyncio_loop_idle(loop, horizon=60.0)
-        assert not asyncio_loop_idle(loop, horizon=7200.0)
-        loop.add_reader(reader, lambda: None)
-        assert asyncio_loop_idle(loop)
-        writer.send(b"x")  # I/O ready
-        assert not asyncio_loop_idle(loop)
-        loop.remove_reader(reader)
-    finally:
-        reader.close()
-        writer.close()
-        loop.close()
-    assert not asyncio_loop_idle(loop)  # closed: unknown, so not idle
-
-
 def test_a_probe_of_a_closed_loop_is_none():
     async def make() -> LoopSignal:
         return LoopSignal()
 
     signal = asyncio.run(make())
-    probes: list[threading.Lock | None] = []
-    thread = threading.Thread(target=lambda: probes.append(signal.probe()))
-    thread.start()
-    thread.join()
-    assert probes == [None]
+    assert in_thread(signal.probe) is None
+
+
+# ---- watching an asyncio loop for starvation (Note [Giving the loop its turn]) ----
+
+@contextlib.contextmanager
+def stopped_loop() -> Iterator[tuple[asyncio.AbstractEventLoop, LoopSignal, list[object]]]:
+    """An asyncio loop that is not running (so it never takes a turn), a signal
+    made on it, and the wake-ups sent to it from other threads."""
+    loop = asyncio.new_event_loop()
+    wakeups: list[object] = []
+    call_soon_threadsafe = loop.call_soon_threadsafe
+
+    def recording(callback, *args):
+        wakeups.append(callback)
+        return call_soon_threadsafe(callback, *args)
+
+    async def make() -> LoopSignal:
+        return LoopSignal()
+
+    try:
+        signal = loop.run_until_complete(make())
+        loop.call_soon_threadsafe = recording  # type: ignore[method-assign]
+        yield loop, signal, wakeups
+    finally:
+        loop.close()
+
+
+def test_an_idle_asyncio_loop_is_watched_without_waking_it():
+    with stopped_loop() as (loop, signal, wakeups):
+        loop.call_later(3600.0, lambda: None)  # not due for an hour: the loop sleeps
+        assert in_thread(lambda: signal.watch_turn(None, 10.0)) is None
+        assert in_thread(lambda: signal.watch_turn(None, 10.0)) is None
+        assert wakeups == []
+
+
+def test_due_work_still_due_at_the_next_look_means_the_loop_is_starved():
+    with stopped_loop() as (loop, signal, wakeups):
+        loop.call_at(loop.time() - 1.0, lambda: None)  # due, and the loop does not run
+        seen = in_thread(lambda: signal.watch_turn(None, 10.0))
+        assert isinstance(seen, Backlog)
+        assert wakeups == []  # the first look only looks
+        # The second look finds the same timer due: it probes and waits for the
+        # probe (here until the timeout: this loop never runs it).
+        assert in_thread(lambda: signal.watch_turn(seen, 0.01)) is None
+        assert len(wakeups) == 1
+
+
+def test_a_loop_that_ran_between_two_looks_is_not_starved():
+    with stopped_loop() as (loop, signal, wakeups):
+        loop.call_at(loop.time() - 1.0, lambda: None)
+        seen = in_thread(lambda: signal.watch_turn(None, 10.0))
+        loop.run_until_complete(asyncio.sleep(0))  # a turn: the due timer runs
+        loop.call_soon(lambda: None)  # new work, due now
+        later = in_thread(lambda: signal.watch_turn(seen, 10.0))
+        assert isinstance(later, Backlog) and later is not seen
+        assert wakeups == []
+
+
+def test_what_a_look_at_another_loop_saw_does_not_count():
+    # A worker serves one loop's job, then another's: only the same loop's
+    # earlier look can show it starved (here both have had I/O due since).
+    with stopped_loop() as (loop_a, signal_a, wakeups_a), \
+            stopped_loop() as (loop_b, signal_b, wakeups_b):
+        pairs = [socket.socketpair() for _ in range(2)]
+        try:
+            for loop, (reader, writer) in zip((loop_a, loop_b), pairs):
+                loop.add_reader(reader, lambda: None)
+                writer.send(b"x")
+            seen_a = in_thread(lambda: signal_a.watch_turn(None, 10.0))
+            seen_b = in_thread(lambda: signal_b.watch_turn(seen_a, 10.0))
+            assert isinstance(seen_b, Backlog) and wakeups_b == []
+            assert in_thread(lambda: signal_b.watch_turn(seen_b, 0.01)) is None
+            assert len(wakeups_b) == 1 and wakeups_a == []  # the same loop's look: starved
+        finally:
+            for loop, (reader, writer) in zip((loop_a, loop_b), pairs):
+                loop.remove_reader(reader)
+                reader.close()
+                writer.close()
+
+
+def test_a_trio_loop_is_probed_at_each_look():
+    # Trio's run state cannot be read from another thread: a look sends a probe,
+    # and the next look waits for it if the loop has not run it yet.
+    async def main() -> None:
+        signal = LoopSignal()
+        first = await trio.to_thread.run_sync(lambda: signal.watch_turn(None, 10.0))
+        second = await trio.to_thread.run_sync(lambda: signal.watch_turn(first, 10.0))
+        assert not first.lock.locked()  # run by the loop before the second look returned
+        assert second.lock is not first.lock
+
+    trio.run(main)
+
+
+def test_a_backlog_is_the_work_a_loop_has_due():
+    loop = asyncio.new_event_loop()
+    reader, writer = socket.socketpair()
+    try:
+        assert Backlog.of(loop) is None
+        handle = loop.call_soon(lambda: None)  # a ready callback
+        backlog = Backlog.of(loop)
+        assert backlog is not None and backlog.ready is handle and backlog.timer is None
+        handle.cancel()
+        loop.run_until_complete(asyncio.sleep(0))  # runs (drops) it
+        assert Backlog.of(loop) is None
+        timer = loop.call_at(loop.time() - 1.0, lambda: None)  # a timer already due
+        backlog = Backlog.of(loop)
+        assert backlog is not None and backlog.ready is None and backlog.timer is timer
+        timer.cancel()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.call_later(3600.0, lambda: None)  # a timer far off: nothing due
+        assert Backlog.of(loop) is None
+        loop.add_reader(reader, lambda: None)
+        assert Backlog.of(loop) is None
+        writer.send(b"x")  # I/O ready
+        io = Backlog.of(loop)
+        assert io is not None and io.ready is io.timer is None
+        assert io.still_due(Backlog.of(loop))  # unread at the next look
+        loop.remove_reader(reader)
+    finally:
+        reader.close()
+        writer.close()
+        loop.close()
+    assert Backlog.of(loop) is None  # closed: nothing it could run
 
 
 def test_a_trio_module_half_imported_by_another_thread_means_no_trio_run_here(monkeypatch):

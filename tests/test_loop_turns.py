@@ -5,8 +5,9 @@ C call) defeats CPython's forced switching: the waiting loop thread never
 gets the GIL while work is queued. Each test runs work that does exactly
 that, with a ticker coroutine on the loop that counts its wake-ups, and
 checks that the loop ran between pieces of work. With the turns disabled
-(``TURN_SECONDS`` huge) the ticker is starved and all four tests fail (three
-runs out of three). Under asyncio and Trio; synchronisation is by events only.
+(``Engine._turn_if_due`` a no-op) the ticker is starved: in three runs 1, 3
+and 4 of the four tests failed (CPython's forced switch rescues the loop at
+times). Under asyncio and Trio; synchronisation is by events only.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ import asyncio
 import sys
 import threading
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 COLLECT_SECONDS = 0.002
 
@@ -137,21 +137,42 @@ class LoopSignal:
         self.is_set = False
         self._waiter = None
 
-    def probe(self, horizon: float = 0.0) -> threading.Lock | None:
+    def watch_turn(self, seen: Any, timeout: float) -> Any:
+        """From a worker that has run a while without going idle: if this loop is
+        starved, wait until it has had a turn (without the GIL, at most ``timeout``).
+
+        ``seen`` is what the previous call returned (None at first, or from a
+        signal of another loop: then ignored); the result is for the next
+        call. An asyncio selector loop is watched without waking it: it is
+        starved if work it had due at the previous call is still due
+        (``Backlog``). Other loops are probed: starved if the probe sent at
+        the previous call has not run yet. See Note [Giving the loop its
+        turn] in ``engine.py``.
+        """
+        if threading.get_ident() == self._thread:
+            return None
+        owner = self._loop if self._library == "asyncio" else self._token
+        if isinstance(owner, _SelectorLoop):
+            backlog = Backlog.of(owner)
+            if backlog is None or not (isinstance(seen, Backlog) and seen.still_due(backlog)):
+                return backlog
+            _await_turn(self.probe(), timeout)
+            return None
+        if isinstance(seen, _SentProbe) and seen.owner is owner:
+            _await_turn(seen.lock, timeout)
+        probe = self.probe()
+        return None if probe is None else _SentProbe(owner, probe)
+
+    def probe(self) -> threading.Lock | None:
         """From another thread: a lock, held until the loop has had a turn.
 
         The loop releases it after two passes of its ready callbacks (the
         first runs what was due, such as timers, and the second the tasks they
         woke); ``locked()`` tells whether it has, ``acquire(timeout=...)``
         waits for it without the GIL, and no Python code runs on the loop for
-        it. None on the loop's own thread, if the loop is gone, or if it is idle
-        until ``horizon`` seconds from now (``asyncio_loop_idle``): asleep in
-        its selector, it does not wait for the GIL, and a probe would only wake
-        it. See Note [Giving the loop its turn] in ``engine.py``.
+        it. None on the loop's own thread or if the loop is gone.
         """
         if threading.get_ident() == self._thread:
-            return None
-        if self._library == "asyncio" and asyncio_loop_idle(self._loop, horizon):
             return None
         pending = threading.Lock()
         pending.acquire()
@@ -168,6 +189,66 @@ class LoopSignal:
             except trio.RunFinishedError:
                 return None
         return pending
+
+
+def _await_turn(probe: threading.Lock | None, timeout: float) -> None:
+    """Wait, without the GIL, until the loop has run ``probe`` (if it has not yet)."""
+    if probe is not None and probe.locked():
+        probe.acquire(timeout=timeout)
+
+
+_SelectorLoop = asyncio.selector_events.BaseSelectorEventLoop
+
+
+class _SentProbe(NamedTuple):
+    """A probe sent to a loop that cannot be read from another thread (``watch_turn``)."""
+
+    owner: Any  # the loop's Trio token, or the loop
+    lock: threading.Lock
+
+
+class Backlog:
+    """What an asyncio selector loop had due at one look from another thread.
+
+    ``ready``: the head of its ready queue; ``timer``: its first timer, if due;
+    both None: I/O was ready. A loop that runs a pass takes all three
+    (it runs every ready callback and due timer, and reads its ready I/O), so
+    work still due at a later look means the loop has not run in between:
+    it is waiting for the GIL.
+    """
+
+    __slots__ = ("loop", "ready", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, ready: Any, timer: Any) -> None:
+        self.loop = loop
+        self.ready = ready
+        self.timer = timer
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> Backlog | None:
+        """The loop's backlog now; None if it has nothing due (it sleeps in its
+        selector, or is closed). It reads ``_ready``, ``_scheduled`` and
+        ``_selector`` (the same since Python 3.4) under the GIL; ``select(0)``
+        on the level-triggered selector consumes nothing."""
+        try:
+            ready = loop._ready  # type: ignore[attr-defined]
+            head = ready[0] if ready else None
+            timers = loop._scheduled  # type: ignore[attr-defined]
+            timer = timers[0] if timers and timers[0].when() <= loop.time() else None
+            if head is None and timer is None and not loop._selector.select(0):  # type: ignore[attr-defined]
+                return None
+        except (AttributeError, IndexError, OSError, ValueError):  # changed meanwhile, or closed
+            return None
+        return cls(loop, head, timer)
+
+    def still_due(self, later: Backlog) -> bool:
+        """True if work due at this look is still due at ``later`` (of the same loop)."""
+        if self.loop is not later.loop:
+            return False
+        if self.ready is None and self.timer is None:  # I/O only: still unread?
+            return later.ready is None and later.timer is None
+        return ((self.ready is not None and self.ready is later.ready)
+                or (self.timer is not None and self.timer is later.timer))
 
 
 class _Collector:
@@ -260,29 +341,6 @@ def send_held() -> None:
         _holding.collectors = set()
         for collector in collectors:
             collector.send()
-
-
-def asyncio_loop_idle(loop: asyncio.AbstractEventLoop, horizon: float = 0.0) -> bool:
-    """True if ``loop`` would sleep in its selector if it ran now, and until
-    ``horizon`` seconds from now: no callback ready, no timer due by then, no
-    I/O ready (its wake-up pipe included).
-
-    It reads the state of asyncio's selector loops (``_ready``, ``_scheduled``,
-    ``_selector``; the same since Python 3.4), from any thread, under the
-    GIL: ``select(0)`` on their level-triggered selector consumes nothing.
-    False when unknown (another kind of loop, or a closed one).
-    """
-    if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop):
-        return False
-    try:
-        if loop._ready:  # type: ignore[attr-defined]
-            return False
-        timers = loop._scheduled  # type: ignore[attr-defined]
-        if timers and timers[0].when() <= loop.time() + horizon:
-            return False
-        return not loop._selector.select(0)  # type: ignore[attr-defined]
-    except (AttributeError, IndexError, OSError, ValueError):  # changed meanwhile, or closed
-        return False
 
 
 def running_loop_library() -> str | None:
