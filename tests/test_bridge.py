@@ -141,30 +141,39 @@ def stopped_loop() -> Iterator[tuple[asyncio.AbstractEventLoop, LoopSignal, list
 def test_an_idle_asyncio_loop_is_watched_without_waking_it():
     with stopped_loop() as (loop, signal, wakeups):
         loop.call_later(3600.0, lambda: None)  # not due for an hour: the loop sleeps
-        assert in_thread(lambda: signal.watch_turn(None, 10.0)) is None
-        assert in_thread(lambda: signal.watch_turn(None, 10.0)) is None
+        assert in_thread(lambda: signal.watch_turn(None, 3600.0, 10.0)) is None
+        assert in_thread(lambda: signal.watch_turn(None, 3600.0, 10.0)) is None
         assert wakeups == []
 
 
 def test_due_work_still_due_at_the_next_look_means_the_loop_is_starved():
     with stopped_loop() as (loop, signal, wakeups):
         loop.call_at(loop.time() - 1.0, lambda: None)  # due, and the loop does not run
-        seen = in_thread(lambda: signal.watch_turn(None, 10.0))
+        seen = in_thread(lambda: signal.watch_turn(None, 3600.0, 10.0))
         assert isinstance(seen, Backlog)
         assert wakeups == []  # the first look only looks
         # The second look finds the same timer due: it probes and waits for the
         # probe (here until the timeout: this loop never runs it).
-        assert in_thread(lambda: signal.watch_turn(seen, 0.01)) is None
+        assert in_thread(lambda: signal.watch_turn(seen, 3600.0, 0.01)) is None
         assert len(wakeups) == 1
+
+
+def test_a_timer_later_than_allowed_means_the_loop_is_starved_at_the_first_look():
+    with stopped_loop() as (loop, signal, wakeups):
+        loop.call_at(loop.time() - 1.0, lambda: None)  # one second late
+        assert isinstance(in_thread(lambda: signal.watch_turn(None, 3600.0, 10.0)), Backlog)
+        assert wakeups == []  # late, but less than allowed: only looked at
+        assert in_thread(lambda: signal.watch_turn(None, 0.5, 0.01)) is None
+        assert len(wakeups) == 1  # probed and waited for
 
 
 def test_a_loop_that_ran_between_two_looks_is_not_starved():
     with stopped_loop() as (loop, signal, wakeups):
         loop.call_at(loop.time() - 1.0, lambda: None)
-        seen = in_thread(lambda: signal.watch_turn(None, 10.0))
+        seen = in_thread(lambda: signal.watch_turn(None, 3600.0, 10.0))
         loop.run_until_complete(asyncio.sleep(0))  # a turn: the due timer runs
         loop.call_soon(lambda: None)  # new work, due now
-        later = in_thread(lambda: signal.watch_turn(seen, 10.0))
+        later = in_thread(lambda: signal.watch_turn(seen, 3600.0, 10.0))
         assert isinstance(later, Backlog) and later is not seen
         assert wakeups == []
 
@@ -179,10 +188,10 @@ def test_what_a_look_at_another_loop_saw_does_not_count():
             for loop, (reader, writer) in zip((loop_a, loop_b), pairs):
                 loop.add_reader(reader, lambda: None)
                 writer.send(b"x")
-            seen_a = in_thread(lambda: signal_a.watch_turn(None, 10.0))
-            seen_b = in_thread(lambda: signal_b.watch_turn(seen_a, 10.0))
+            seen_a = in_thread(lambda: signal_a.watch_turn(None, 3600.0, 10.0))
+            seen_b = in_thread(lambda: signal_b.watch_turn(seen_a, 3600.0, 10.0))
             assert isinstance(seen_b, Backlog) and wakeups_b == []
-            assert in_thread(lambda: signal_b.watch_turn(seen_b, 0.01)) is None
+            assert in_thread(lambda: signal_b.watch_turn(seen_b, 3600.0, 0.01)) is None
             assert len(wakeups_b) == 1 and wakeups_a == []  # the same loop's look: starved
         finally:
             for loop, (reader, writer) in zip((loop_a, loop_b), pairs):
@@ -196,8 +205,8 @@ def test_a_trio_loop_is_probed_at_each_look():
     # and the next look waits for it if the loop has not run it yet.
     async def main() -> None:
         signal = LoopSignal()
-        first = await trio.to_thread.run_sync(lambda: signal.watch_turn(None, 10.0))
-        second = await trio.to_thread.run_sync(lambda: signal.watch_turn(first, 10.0))
+        first = await trio.to_thread.run_sync(lambda: signal.watch_turn(None, 3600.0, 10.0))
+        second = await trio.to_thread.run_sync(lambda: signal.watch_turn(first, 3600.0, 10.0))
         assert not first.lock.locked()  # run by the loop before the second look returned
         assert second.lock is not first.lock
 
@@ -218,6 +227,7 @@ def test_a_backlog_is_the_work_a_loop_has_due():
         timer = loop.call_at(loop.time() - 1.0, lambda: None)  # a timer already due
         backlog = Backlog.of(loop)
         assert backlog is not None and backlog.ready is None and backlog.timer is timer
+        assert backlog.late >= 1.0
         timer.cancel()
         loop.run_until_complete(asyncio.sleep(0))
         loop.call_later(3600.0, lambda: None)  # a timer far off: nothing due

@@ -137,24 +137,27 @@ class LoopSignal:
         self.is_set = False
         self._waiter = None
 
-    def watch_turn(self, seen: Any, timeout: float) -> Any:
+    def watch_turn(self, seen: Any, late: float, timeout: float) -> Any:
         """From a worker that has run a while without going idle: if this loop is
         starved, wait until it has had a turn (without the GIL, at most ``timeout``).
 
         ``seen`` is what the previous call returned (None at first, or from a
         signal of another loop: then ignored); the result is for the next
-        call. An asyncio selector loop is watched without waking it: it is
-        starved if work it had due at the previous call is still due
-        (``Backlog``). Other loops are probed: starved if the probe sent at
-        the previous call has not run yet. See Note [Giving the loop its
-        turn] in ``engine.py``.
+        call. An asyncio selector loop is watched without waking it
+        (``Backlog``): it is starved if its first due timer is more than
+        ``late`` seconds late, or if work it had due at the previous call is
+        still due. Other loops are probed: starved if the probe sent at the
+        previous call has not run yet. See Note [Giving the loop its turn]
+        in ``engine.py``.
         """
         if threading.get_ident() == self._thread:
             return None
         owner = self._loop if self._library == "asyncio" else self._token
         if isinstance(owner, _SelectorLoop):
             backlog = Backlog.of(owner)
-            if backlog is None or not (isinstance(seen, Backlog) and seen.still_due(backlog)):
+            starved = backlog is not None and (
+                backlog.late > late or (isinstance(seen, Backlog) and seen.still_due(backlog)))
+            if not starved:
                 return backlog
             _await_turn(self.probe(), timeout)
             return None
@@ -210,19 +213,22 @@ class _SentProbe(NamedTuple):
 class Backlog:
     """What an asyncio selector loop had due at one look from another thread.
 
-    ``ready``: the head of its ready queue; ``timer``: its first timer, if due;
-    both None: I/O was ready. A loop that runs a pass takes all three
-    (it runs every ready callback and due timer, and reads its ready I/O), so
-    work still due at a later look means the loop has not run in between:
-    it is waiting for the GIL.
+    ``ready``: the head of its ready queue; ``timer``: its first timer, if due,
+    and ``late``: how long past due (seconds); ``ready`` and ``timer`` both
+    None: I/O was ready. A loop that runs a pass takes all three (it runs
+    every ready callback and due timer, and reads its ready I/O), so work
+    still due at a later look, or a timer long past due, means the loop has
+    not run meanwhile: it is waiting for the GIL.
     """
 
-    __slots__ = ("loop", "ready", "timer")
+    __slots__ = ("loop", "ready", "timer", "late")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, ready: Any, timer: Any) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, ready: Any, timer: Any,
+                 late: float) -> None:
         self.loop = loop
         self.ready = ready
         self.timer = timer
+        self.late = late
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> Backlog | None:
@@ -234,12 +240,15 @@ class Backlog:
             ready = loop._ready  # type: ignore[attr-defined]
             head = ready[0] if ready else None
             timers = loop._scheduled  # type: ignore[attr-defined]
-            timer = timers[0] if timers and timers[0].when() <= loop.time() else None
+            timer = timers[0] if timers else None
+            late = loop.time() - timer.when() if timer is not None else 0.0
+            if late < 0.0:  # not due yet
+                timer, late = None, 0.0
             if head is None and timer is None and not loop._selector.select(0):  # type: ignore[attr-defined]
                 return None
         except (AttributeError, IndexError, OSError, ValueError):  # changed meanwhile, or closed
             return None
-        return cls(loop, head, timer)
+        return cls(loop, head, timer, late)
 
     def still_due(self, later: Backlog) -> bool:
         """True if work due at this look is still due at ``later`` (of the same loop)."""

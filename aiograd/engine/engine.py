@@ -58,10 +58,11 @@ Note [Giving the loop its turn]
     starved, and if so waits for it, without the GIL (at most
     ``TURN_TIMEOUT``), until the loop has run a probe (a callback that
     releases a lock, ``LoopSignal.probe``). An asyncio selector loop is
-    checked without waking it (``Backlog``): it is starved if the head of its
-    ready queue, or its first due timer, or its ready I/O, was already due
-    at the previous check; a loop that got the GIL in between (during a
-    NumPy call, say) has run them, and one that is idle has nothing due.
+    checked without waking it (``Backlog``): it is starved if its first due
+    timer is more than ``TURN_SECONDS`` late, or if the head of its ready
+    queue, or that timer, or its ready I/O, was already due at the previous
+    check; a loop that got the GIL in between (during a NumPy call, say) has
+    run them, and one that is idle has nothing due.
     Sending every loop a probe at every check instead woke the loop for
     nothing about once every 2 ms: on the service benchmark that cost 9 %
     of the throughput (interleaved A/B rounds). Other loops (Trio, uvloop)
@@ -506,7 +507,7 @@ class Engine:
         served = _tls.served
         if served is None or _perf_counter() - _tls.turn_start <= TURN_SECONDS:
             return
-        _tls.turn_seen = served.watch_turn(_tls.turn_seen, TURN_TIMEOUT)
+        _tls.turn_seen = served.watch_turn(_tls.turn_seen, TURN_SECONDS, TURN_TIMEOUT)
         _tls.turn_start = _perf_counter()
 
     def _run_heap(self, queue: ReadyQueue, gt: GraphTask, heap: list[Any],
