@@ -167,6 +167,20 @@ def test_a_timer_later_than_allowed_means_the_loop_is_starved_at_the_first_look(
         assert len(wakeups) == 1  # probed and waited for
 
 
+def test_a_look_keeps_nothing_of_the_loop_alive():
+    loop = asyncio.new_event_loop()
+    try:
+        handle = loop.call_soon(lambda: None)
+        backlog = Backlog.of(loop)
+        assert backlog is not None and backlog.ready is handle
+        handle.cancel()
+        loop.run_until_complete(asyncio.sleep(0))  # runs (drops) it
+        del handle
+        assert backlog.ready is None
+    finally:
+        loop.close()
+
+
 def test_a_loop_that_ran_between_two_looks_is_not_starved():
     with stopped_loop() as (loop, signal, wakeups):
         loop.call_at(loop.time() - 1.0, lambda: None)

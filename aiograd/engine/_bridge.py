@@ -214,21 +214,30 @@ class Backlog:
     """What an asyncio selector loop had due at one look from another thread.
 
     ``ready``: the head of its ready queue; ``timer``: its first timer, if due,
-    and ``late``: how long past due (seconds); ``ready`` and ``timer`` both
-    None: I/O was ready. A loop that runs a pass takes all three (it runs
-    every ready callback and due timer, and reads its ready I/O), so work
-    still due at a later look, or a timer long past due, means the loop has
-    not run meanwhile: it is waiting for the GIL.
+    and ``late``: how long past due (seconds); neither: I/O was ready. A loop
+    that runs a pass takes all three (it runs every ready callback and due
+    timer, and reads its ready I/O), so work still due at a later look, or a
+    timer long past due, means the loop has not run meanwhile: it is waiting
+    for the GIL. The handles are held weakly: a look keeps nothing of the
+    loop's alive.
     """
 
-    __slots__ = ("loop", "ready", "timer", "late")
+    __slots__ = ("loop", "_ready", "_timer", "late")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, ready: Any, timer: Any,
                  late: float) -> None:
         self.loop = loop
-        self.ready = ready
-        self.timer = timer
+        self._ready = None if ready is None else weakref.ref(ready)
+        self._timer = None if timer is None else weakref.ref(timer)
         self.late = late
+
+    @property
+    def ready(self) -> Any:
+        return None if self._ready is None else self._ready()
+
+    @property
+    def timer(self) -> Any:
+        return None if self._timer is None else self._timer()
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> Backlog | None:
@@ -254,10 +263,11 @@ class Backlog:
         """True if work due at this look is still due at ``later`` (of the same loop)."""
         if self.loop is not later.loop:
             return False
-        if self.ready is None and self.timer is None:  # I/O only: still unread?
-            return later.ready is None and later.timer is None
-        return ((self.ready is not None and self.ready is later.ready)
-                or (self.timer is not None and self.timer is later.timer))
+        if self._ready is None and self._timer is None:  # I/O only: still unread?
+            return later._ready is None and later._timer is None
+        ready, timer = self.ready, self.timer
+        return ((ready is not None and ready is later.ready)
+                or (timer is not None and timer is later.timer))
 
 
 class _Collector:
