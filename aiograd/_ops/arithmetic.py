@@ -59,6 +59,21 @@ def _with_number(x: Any, number: Any) -> Any:
     return x
 
 
+def check_sub_bool(a: Any, b: Any) -> None:
+    """PyTorch's refusal to subtract with a bool tensor (``a``, ``b``: Tensors or
+    numbers; a number is never the bool tensor)."""
+    a_bool = type(a) is Tensor and a.data.dtype.kind == "b"
+    b_bool = type(b) is Tensor and b.data.dtype.kind == "b"
+    if a_bool and b_bool:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. "
+            "Use the `^` or `logical_xor()` operator instead.")
+    if a_bool or b_bool:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you "
+            "are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
 # ---- add / sub ----
 
 class AddBackward0(Node):
@@ -143,6 +158,8 @@ def add(a: Tensor, b: Any) -> Tensor:
 
 def sub(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
+    if a.data.dtype.kind == "b" or type(b) is Tensor and b.data.dtype.kind == "b":
+        check_sub_bool(a, b)
     if type(b) is Tensor:
         dev = check_same_device(a, b)
         x, y = a.data, b.data
@@ -173,6 +190,7 @@ def sub_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
     """``a - alpha * b`` (``torch.sub``): one SubBackward0 node, its ``b`` gradient scaled."""
     if alpha == 1:
         return sub(a, b)
+    check_sub_bool(a, scalar_or_tensor(b, a))
     return _with_alpha(_SubAlphaBackward0, sub, a, b, alpha)
 
 
@@ -199,6 +217,7 @@ def rsub(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
         return sub(b, a)
+    check_sub_bool(a, b)
     data = b - _with_number(a.data, b)
     edges = edges_of(a)
     if edges is None:
@@ -351,6 +370,10 @@ class NegBackward0(Node):
 
 
 def neg(a: Tensor) -> Tensor:
+    if a.data.dtype.kind == "b":
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     data = -a.data
     edges = edges_of(a)
     if edges is None:
@@ -364,8 +387,17 @@ def _whole(e: int | float, low: int) -> bool:
     return e >= low and e % 1 == 0
 
 
+def _power(a: Any, e: Any) -> Any:
+    """``a ** e``; an array to the number 0.5 or -0.5 as PyTorch's ``sqrt`` and
+    ``rsqrt`` (which keep -0.0's sign and give NaN at -inf, unlike ``pow``)."""
+    if type(e) is float and (e == 0.5 or e == -0.5) and type(a) is not Tensor:
+        root = _dual.xp_of(a).sqrt(a)
+        return root if e > 0 else 1 / root
+    return a ** e
+
+
 def _pow_grad(g: Any, a: Any, e: int | float) -> Any:
-    return g * (e * a ** (e - 1))
+    return g * (e * _power(a, e - 1))
 
 
 class PowBackward0(Node):
@@ -407,6 +439,8 @@ class PowBackward1(Node):
         if edges[1] is not None:
             out = self.result.unpack(self, create_graph)
             mask = (_dual.raw(a) == 0) & (_dual.raw(e) >= 0)
+            if a.dtype != out.dtype:  # log of a narrower base at the result's precision
+                a = a.to(out.dtype) if type(a) is Tensor else a.astype(out.dtype)
             ge = g * _dual.where(mask, 0.0, out * _dual.log(a))
         return (ga, ge)
 
@@ -465,7 +499,7 @@ def _number_power(x: Any, e: int | float) -> Any:
     """``x ** e`` for a number ``e`` that is negative or fractional."""
     if type(e) is int and x.dtype.kind in "iub":
         raise RuntimeError(_NEGATIVE_INTEGER_POWER)
-    return _dual.quietly(operator.pow, x, e)
+    return _dual.quietly(_power, x, e)
 
 
 def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
@@ -491,6 +525,8 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
         node.result = save(out, is_output=True)
         return out
     x = _with_number(a.data, e)
+    if x.dtype.kind == "b" and type(e) is int:  # PyTorch: a bool tensor to an int is int64
+        x = x.astype(numpy.int64)
     data = x ** e if _whole(e, 0) else _number_power(x, e)
     edges = edges_of(a)
     if edges is None:

@@ -39,7 +39,7 @@ from ._record import (
     save,
     scalar_or_tensor,
 )
-from .arithmetic import AddBackward0, DivBackward0, MulBackward0, SubBackward0
+from .arithmetic import AddBackward0, DivBackward0, MulBackward0, SubBackward0, check_sub_bool
 from .views import (
     forbidden_kind,
     forbidden_view_error,
@@ -164,6 +164,7 @@ def add_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
 
 def sub_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     """``t -= alpha * other`` in place."""
+    check_sub_bool(t, scalar_or_tensor(other, t))
     if alpha != 1:
         other = scalar_or_tensor(other, t) * alpha
     operand, _, edges = _prepare(t, other)

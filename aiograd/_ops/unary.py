@@ -15,6 +15,7 @@ Note [Silent singular points].
 
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 from typing import Any
@@ -286,11 +287,10 @@ class SignBackward0(Node):
 
 class ReluBackward0(_SavesOne):
     """Passes the gradient where the output is not 0 (positive, or NaN for a NaN
-    input, as PyTorch's ``threshold_backward``): saves the output.
+    input, as PyTorch's ``threshold_backward``), and 0 elsewhere: saves the output.
 
-    ``g * mask``, not ``where(mask, g, 0)``: several times faster in NumPy, and
-    this is the MLP hot path. Unlike PyTorch, a NaN gradient stays NaN where
-    the output is 0.
+    This is the MLP hot path: a finite gradient is multiplied by the mask, in
+    place when it is the engine's alone (``_masked``).
     """
 
     __slots__ = ()
@@ -303,11 +303,8 @@ class ReluBackward0(_SavesOne):
         # In place when nothing else can see g (see Note [Stealing gradients]): the
         # engine's buffer slot, the local and getrefcount's argument; no post-hook
         # will be shown the incoming gradient.
-        if (type(g) is numpy.ndarray and g.base is None and not self._post_hooks
-                and sys.getrefcount(g) <= 3):
-            g *= mask
-            return (g,)
-        return (g * mask,)
+        return (_masked(g, mask, type(g) is numpy.ndarray and g.base is None
+                        and not self._post_hooks and sys.getrefcount(g) <= 3),)
 
 
 class ThresholdBackwardBackward0(Node):
@@ -332,12 +329,34 @@ class ThresholdBackwardBackward0(Node):
         self.self_.release()
 
 
+def _finite(x: Any) -> bool:
+    """True if the NumPy array ``x`` holds no inf or NaN, in one BLAS pass: its dot
+    with itself is finite (False too if the sum of squares overflows: the caller's
+    slow path is right for any array)."""
+    flat = x.reshape(-1)
+    with numpy.errstate(over="ignore", invalid="ignore"):
+        return math.isfinite(flat @ flat)
+
+
+def _masked(grad: Any, mask: Any, in_place: bool) -> Any:
+    """``grad`` where ``mask`` is True, 0 elsewhere, also where ``grad`` is inf or NaN
+    (PyTorch selects; a product would give NaN there). A finite NumPy gradient is
+    multiplied by the mask, in place if ``in_place``; other arrays take ``where``
+    (on a device, no host sync)."""
+    if type(grad) is numpy.ndarray and _finite(grad):
+        if in_place:
+            grad *= mask
+            return grad
+        return grad * mask
+    return _dual.xp_of(grad).where(mask, grad, 0)
+
+
 def threshold_backward(grad: Any, result: Any) -> Any:
     """relu's gradient ``grad * (result != 0)``: two arrays, or two Tensors (then recorded
     as a ThresholdBackwardBackward0). ``result`` is relu's output (>= 0 or NaN)."""
     if type(grad) is not Tensor:
-        return grad * (_dual.raw(result) != 0)
-    data = grad.data * (result.data != 0)
+        return _masked(grad, _dual.raw(result) != 0, False)
+    data = _masked(grad.data, result.data != 0, False)
     edges = edges_of(grad, result)
     if edges is None:
         return plain(data, grad.device)
@@ -347,6 +366,8 @@ def threshold_backward(grad: Any, result: Any) -> Any:
 
 
 def abs(a: Tensor) -> Tensor:  # noqa: A001
+    if a.data.dtype.kind == "b":
+        raise NotImplementedError(f'"abs_{a.device.type}" not implemented for \'Bool\'')
     return _record_unary(AbsBackward0, a, a.device.xp.abs(a.data), saves_output=False)
 
 
@@ -361,6 +382,8 @@ def sign(a: Tensor) -> Tensor:
 
 
 def relu(a: Tensor) -> Tensor:
+    if a.data.dtype.kind == "b":
+        raise RuntimeError("Boolean inputs not supported for relu")
     data = a.device.xp.maximum(a.data, 0)
     return _record_unary(ReluBackward0, a, data, saves_output=True)
 
@@ -375,6 +398,8 @@ def relu_(a: Tensor) -> Tensor:
     holding it would be a reference cycle. Only the mask is taken from it, so the
     gradients are PyTorch's.
     """
+    if a.data.dtype.kind == "b":
+        raise RuntimeError("Boolean inputs not supported for relu")
     edges = edges_of(a)
     check_inplace(a, edges)
     a.device.xp.maximum(a.data, 0, out=a.data)
