@@ -106,12 +106,16 @@ def _softmax_like(node_cls: type[Node], a: Tensor, dim: Any, log: bool) -> Tenso
     d = normalize_dim(dim, a.ndim)
     axis = d if a.ndim else None  # a 0-d tensor is its own (only) slice
     xp = a.device.xp
-    z = _shifted(a.data, axis)
-    e = xp.exp(z)
-    if log:
-        data = z - xp.log(_dual.sum_dims(e, axis, keepdim=True))
+    x = a.data
+    if x.dtype.kind != "f" or not x.size:
+        data = _softmax_off_float(x, axis, log)
     else:
-        data = e / _dual.sum_dims(e, axis, keepdim=True)
+        z = _shifted(x, axis)
+        e = xp.exp(z)
+        if log:
+            data = z - xp.log(_dual.sum_dims(e, axis, keepdim=True))
+        else:
+            data = e / _dual.sum_dims(e, axis, keepdim=True)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -122,13 +126,36 @@ def _softmax_like(node_cls: type[Node], a: Tensor, dim: Any, log: bool) -> Tenso
     return out
 
 
-def softmax(input: Tensor, dim: int) -> Tensor:  # noqa: A002
-    """``exp(x) / sum(exp(x), dim)``; each slice along ``dim`` sums to 1."""
+def _softmax_off_float(x: Any, axis: int | None, log: bool) -> Any:
+    """The result for an input that is empty or not floating point, as PyTorch's.
+
+    Empty (of any dtype): an empty array of its shape and dtype. Otherwise
+    PyTorch has no kernel for the dtype: NotImplementedError naming the
+    kernel it would take (``lastdim`` for the last dim or a 0-d input).
+    """
+    if not x.size:
+        return x.copy()
+    kernel = "softmax_lastdim_kernel_impl" if axis in (None, x.ndim - 1) else "softmax_kernel_impl"
+    raise NotImplementedError(
+        f"\"{'log_' if log else ''}{kernel}\" not implemented for '{scalar_type_name(x.dtype)}'"
+    )
+
+
+def softmax(input: Tensor, dim: int, dtype: Any = None) -> Tensor:  # noqa: A002
+    """``exp(x) / sum(exp(x), dim)``; each slice along ``dim`` sums to 1.
+
+    With ``dtype`` the input is cast to it first (the way to take the
+    softmax of an integer tensor, which has none of its own).
+    """
+    if dtype is not None:
+        input = input.to(dtype)  # noqa: A001
     return _softmax_like(SoftmaxBackward0, input, dim, log=False)
 
 
-def log_softmax(input: Tensor, dim: int) -> Tensor:  # noqa: A002
-    """``x - logsumexp(x, dim)``, computed without overflow."""
+def log_softmax(input: Tensor, dim: int, dtype: Any = None) -> Tensor:  # noqa: A002
+    """``x - logsumexp(x, dim)``, computed without overflow (in ``dtype``, cast first, if given)."""
+    if dtype is not None:
+        input = input.to(dtype)  # noqa: A001
     return _softmax_like(LogSoftmaxBackward0, input, dim, log=True)
 
 
@@ -352,7 +379,8 @@ class CrossEntropyLossBackward0(Node):
         if self.reduction == "none":
             scale = _dual.reshape(g, (n, 1))
         else:
-            scale = g / n if self.reduction == "mean" else g
+            # An empty batch's gradient is empty: no ``/ 0`` (and its warning) for it.
+            scale = g / n if self.reduction == "mean" and n else g
         rows = _dual.xp_of(target).arange(n)
         if create_graph:
             probs = softmax(self.self_.unpack(self, True), -1)

@@ -42,9 +42,7 @@ def softmax(input: Tensor, dim: int | None = None, *, dtype: Any = None) -> Tens
     """``exp(x) / sum(exp(x), dim)``, computed in ``dtype`` (the input cast first) if given."""
     if dim is None:
         dim = _implicit_dim("softmax", input.ndim)
-    if dtype is not None:
-        input = input.to(dtype)  # noqa: A001
-    return nn_ops.softmax(input, dim)
+    return nn_ops.softmax(input, dim, dtype)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, *,  # noqa: A002
@@ -52,6 +50,4 @@ def log_softmax(input: Tensor, dim: int | None = None, *,  # noqa: A002
     """``x - logsumexp(x, dim)``, computed in ``dtype`` (the input cast first) if given."""
     if dim is None:
         dim = _implicit_dim("log_softmax", input.ndim)
-    if dtype is not None:
-        input = input.to(dtype)  # noqa: A001
-    return nn_ops.log_softmax(input, dim)
+    return nn_ops.log_softmax(input, dim, dtype)
