@@ -37,8 +37,7 @@ def normalize_dim(dim: Any, ndim: int) -> int:
     n = builtins.max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(
-            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got "
-            f"{dim}): the tensor has {ndim} dimension(s)"
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
         )
     return dim % n
 
@@ -50,13 +49,13 @@ def reduction_dims(dim: Any, ndim: int) -> tuple[int, ...]:
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     if not dims:
         return tuple(range(ndim))
-    seen = sorted(normalize_dim(d, ndim) for d in dims)
-    for a, b in zip(seen, seen[1:]):
-        if a == b:
-            raise RuntimeError(
-                f"dim {a} appears multiple times in the list of dims {dims}; name each once"
-            )
-    return tuple(seen) if ndim else ()
+    wrapped = [normalize_dim(d, ndim) for d in dims]  # all in range first, as PyTorch
+    if len(set(wrapped)) < len(wrapped):
+        again = next(d for i, d in enumerate(wrapped) if d in wrapped[:i])
+        raise RuntimeError(
+            f"dim {again} appears multiple times in the list of dims {dims}; name each once"
+        )
+    return tuple(sorted(wrapped)) if ndim else ()
 
 
 def _kept_shape(shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
@@ -156,10 +155,12 @@ def _reduce(a: Tensor, dim: Any, keepdim: bool, is_mean: bool, dtype: Any = None
                 f"dtype, got {x.dtype}; convert first, e.g. t.to(dtype=aiograd.float32)"
             )
         data = x.mean(axis=dims, keepdims=keepdim) if x.size else _mean_of_empty(x, dims, keepdim)
-    elif dtype is None:
-        data = x.sum(axis=dims, keepdims=keepdim)
-    else:  # NumPy would widen a small integer dtype
+    elif dtype is not None:  # NumPy would widen a small integer dtype
         data = x.sum(axis=dims, keepdims=keepdim, dtype=x.dtype)
+    elif x.dtype.kind in "biu":  # integers and bools add in int64 (NumPy: uint8 in uint64)
+        data = x.sum(axis=dims, keepdims=keepdim, dtype=int64)
+    else:
+        data = x.sum(axis=dims, keepdims=keepdim)
     data = as_array(data)
     edges = edges_of(a)
     if edges is None:
@@ -184,7 +185,8 @@ def _mean_of_empty(x: Any, dims: tuple[int, ...], keepdim: bool) -> Any:
 
 def sum(a: Tensor, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
         dtype: Any = None) -> Tensor:
-    """Sum over ``dim`` (an int, a tuple of ints, or None for all), of ``a`` cast to ``dtype``."""
+    """Sum over ``dim`` (an int, a tuple of ints, or None for all), of ``a`` cast to ``dtype``;
+    integers and bools add in int64 unless ``dtype`` is given."""
     return _reduce(a, dim, keepdim, False, dtype)
 
 
@@ -436,60 +438,79 @@ def prod(a: Tensor, dim: Any = None, keepdim: bool | None = None, *,
 
 # ---- std / var ----
 
-def _moment_args(name: str, dim: Any, unbiased: Any, keepdim: bool,
-                 correction: Any) -> tuple[Any, int | float]:
-    """``(dim, correction)`` from PyTorch's three forms: ``var(unbiased)``,
-    ``var(dim, unbiased, keepdim)`` and ``var(dim, *, correction, keepdim)``."""
-    if isinstance(dim, bool):  # var(True): the unbiased flag
-        if unbiased is not None or keepdim is not False or correction is not None:
-            raise TypeError(
-                f"{name}() received an invalid combination of arguments - got a bool first "
-                f"(unbiased) and more arguments; use {name}(dim, unbiased, keepdim)"
-            )
-        dim, unbiased = None, dim
-    if unbiased is not None:
-        if not isinstance(unbiased, bool):
-            raise TypeError(
-                f"{name}(): argument 'unbiased' must be bool, not {type(unbiased).__name__}"
-            )
-        if correction is not None:
-            raise TypeError(
-                f"{name}() received an invalid combination of arguments - got both unbiased "
-                "and correction; pass one (unbiased=False is correction=0)"
-            )
-        return dim, int(unbiased)
-    if correction is None:
-        return dim, 1
-    if not isinstance(correction, numbers.Real):
-        raise TypeError(
-            f"{name}(): argument 'correction' must be a number, not {type(correction).__name__}"
-        )
-    return dim, correction
+_ABSENT: Any = object()  # an argument not passed: PyTorch's signatures tell it from None
+
+_MOMENT_SIGNATURES = (
+    "\n * (tuple of ints dim, bool unbiased = True, bool keepdim = False)"
+    "\n * (tuple of ints dim = None, *, Number correction = None, bool keepdim = False)"
+    "\n * (bool unbiased = True)\n"
+)
+
+
+def _moment_correction(dim: Any, unbiased: Any, keepdim: Any, correction: Any) -> Any:
+    """The correction that PyTorch's signature matching these arguments gives; None if
+    none matches."""
+    if isinstance(dim, bool):  # var(True): the unbiased flag, alone
+        return int(dim) if unbiased is keepdim is correction is _ABSENT else None
+    if keepdim is not _ABSENT and not isinstance(keepdim, bool):
+        return None
+    if unbiased is _ABSENT:
+        if correction is _ABSENT or correction is None:
+            return 1
+        return correction if isinstance(correction, numbers.Real) else None
+    if not isinstance(unbiased, bool) or correction is not _ABSENT:
+        return None
+    # var(dim, unbiased, keepdim) needs dim (None is one); var(unbiased) takes nothing else
+    return int(unbiased) if dim is not _ABSENT or keepdim is _ABSENT else None
+
+
+def _moment_args(name: str, dim: Any, unbiased: Any, keepdim: Any,
+                 correction: Any) -> tuple[Any, bool, int | float]:
+    """``(dim, keepdim, correction)`` from PyTorch's three signatures: ``var(unbiased)``,
+    ``var(dim, unbiased, keepdim)`` and ``var(dim=None, *, correction, keepdim)``; any
+    other combination of the arguments passed raises PyTorch's TypeError."""
+    fixed = _moment_correction(dim, unbiased, keepdim, correction)
+    if fixed is None:
+        passed = {"dim": dim, "unbiased": unbiased, "keepdim": keepdim, "correction": correction}
+        got = ", ".join(f"{k}={type(v).__name__}" for k, v in passed.items() if v is not _ABSENT)
+        raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
+                        f"but expected one of:{_MOMENT_SIGNATURES}")
+    if dim is _ABSENT or isinstance(dim, bool):
+        dim = None
+    return dim, keepdim is True, fixed
 
 
 def _mean_kept(x: Any, dims: tuple[int, ...], count: int) -> Any:
     return _dual.sum_dims(x, dims, keepdim=True) / count
 
 
-def _var_grad(g: Any, x: Any, dims: tuple[int, ...], count: int, dof: float) -> Any:
-    """``2 g (x - mean) / dof`` (PyTorch's); ``dof == 0`` scales by inf, as PyTorch."""
+def _var_grad(g: Any, x: Any, dims: tuple[int, ...], count: int, dof: float,
+              full: bool) -> Any:
+    """PyTorch's ``var_backward``: ``2 g (x - mean) / dof``, ``dof`` unclamped (``2 / 0`` is
+    inf, a negative ``dof`` flips the sign); a full reduction with ``dof <= 0`` gives
+    ``g`` times the constant ``nan`` where ``x == mean``, else ``inf``."""
+    if full and dof <= 0:
+        xa = _dual.raw(x)
+        singular = _dual.xp_of(xa).where(xa == xa.sum() / count, math.nan, math.inf)
+        return g * singular.astype(xa.dtype, copy=False)
     return (2 / dof if dof else math.inf) * g * (x - _mean_kept(x, dims, count))
 
 
 class VarBackward0(Node):
-    """``2 g (x - mean) / dof`` over ``dims``.
+    """``2 g (x - mean) / dof`` over ``dims`` (:func:`_var_grad`).
 
     Invariants: ``count >= 1`` elements per slice (an empty input keeps 1: its gradient
-    is empty whatever the divisor); ``dof == max(0, elements - correction)``.
+    is empty whatever the divisor); ``dof == elements - correction``, not clamped;
+    ``full`` is true for ``dim=None`` or a 0-d input (PyTorch's full-reduction branch).
     """
 
-    __slots__ = ("self_", "dims", "kept_shape", "count", "dof")
+    __slots__ = ("self_", "dims", "kept_shape", "count", "dof", "full")
 
     @numpy.errstate(all="ignore")  # dof == 0: inf * 0
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         x = self.self_.unpack(self, create_graph)
         g = _kept(grads[0], self.kept_shape)
-        return (_var_grad(g, x, self.dims, self.count, self.dof),)
+        return (_var_grad(g, x, self.dims, self.count, self.dof, self.full),)
 
     def release_variables(self) -> None:
         self.self_.release()
@@ -506,7 +527,7 @@ class StdBackward0(VarBackward0):
         std = _kept(self.result.unpack(self, create_graph), self.kept_shape)
         g = _kept(grads[0], self.kept_shape)
         g = _dual.where(_dual.raw(std) == 0, 0, g / (std * 2))
-        return (_var_grad(g, x, self.dims, self.count, self.dof),)
+        return (_var_grad(g, x, self.dims, self.count, self.dof, self.full),)
 
     def release_variables(self) -> None:
         self.self_.release()
@@ -519,7 +540,7 @@ def _variance(x: Any, dims: tuple[int, ...], keepdim: bool, count: int, dof: flo
     return as_array((centered * centered).sum(axis=dims, keepdims=keepdim) / dof)
 
 
-def _moment(a: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any,
+def _moment(a: Tensor, dim: Any, unbiased: Any, keepdim: Any, correction: Any,
             is_std: bool) -> Tensor:
     name = "std" if is_std else "var"
     x = a.data
@@ -528,17 +549,17 @@ def _moment(a: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any,
             f"std and var only support floating point and complex dtypes, got {x.dtype}; "
             f"convert first, e.g. t.to(dtype=aiograd.float32).{name}()"
         )
-    dim, correction = _moment_args(name, dim, unbiased, keepdim, correction)
+    dim, keepdim, correction = _moment_args(name, dim, unbiased, keepdim, correction)
     dims = reduction_dims(dim, x.ndim)
     count = math.prod(x.shape[d] for d in dims)
-    dof = builtins.max(0, count - correction)
+    dof = count - correction
     if dof <= 0:
         warnings.warn(
             f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than "
             "the reduction factor (input numel divided by output numel).",
             UserWarning, stacklevel=3,
         )
-    data = _variance(x, dims, keepdim, count, dof)
+    data = _variance(x, dims, keepdim, count, builtins.max(0, dof))
     if is_std:
         data = a.device.xp.sqrt(data)
     edges = edges_of(a)
@@ -550,24 +571,26 @@ def _moment(a: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any,
     node.kept_shape = _kept_shape(x.shape, dims)
     node.count = count or 1
     node.dof = dof
+    node.full = dim is None or x.ndim == 0
     out = record(node, data, a.device)
     if is_std:
         node.result = save(out, is_output=True)
     return out
 
 
-def std(a: Tensor, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
-        correction: int | float | None = None) -> Tensor:
+def std(a: Tensor, dim: Any = _ABSENT, unbiased: Any = _ABSENT, keepdim: Any = _ABSENT, *,
+        correction: Any = _ABSENT) -> Tensor:
     """The standard deviation over ``dim`` (None: all): the square root of :func:`var`.
 
-    ``correction`` defaults to 1 (Bessel's). PyTorch's older forms work too:
-    ``std(unbiased)`` and ``std(dim, unbiased, keepdim)`` (unbiased=False is correction=0).
+    PyTorch's three forms: ``std(dim=None, *, correction=1, keepdim=False)``,
+    ``std(dim, unbiased=True, keepdim=False)`` (unbiased=False is correction=0; ``dim``
+    must be passed, None included) and ``std(unbiased)``; others raise TypeError.
     """
     return _moment(a, dim, unbiased, keepdim, correction, is_std=True)
 
 
-def var(a: Tensor, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
-        correction: int | float | None = None) -> Tensor:
+def var(a: Tensor, dim: Any = _ABSENT, unbiased: Any = _ABSENT, keepdim: Any = _ABSENT, *,
+        correction: Any = _ABSENT) -> Tensor:
     """The variance over ``dim`` (None: all): the sum of the squared deviations from the
     mean over ``N - correction`` (arguments as :func:`std`)."""
     return _moment(a, dim, unbiased, keepdim, correction, is_std=False)
@@ -600,22 +623,26 @@ class AminBackward0(AmaxBackward0):
     __slots__ = ()
 
 
-def _check_nonempty(name: str, x: Any, dim: Any, dims: tuple[int, ...]) -> None:
-    """PyTorch's errors for a reduction without identity over no element."""
-    if x.size == 0 and (dim is None or dim == () or dim == []):
+def _check_nonempty(name: str, x: Any, dim: Any) -> None:
+    """PyTorch's errors (``zero_numel_check_dims``) for a reduction without identity over
+    an empty ``x``: each dim in turn, as given, must be in range and of non-zero size;
+    they come before the check for a repeated dim."""
+    dims = dim if isinstance(dim, (tuple, list)) else (() if dim is None else (dim,))
+    if not dims:
         raise RuntimeError(
             f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
             "Specify the reduction dim with the 'dim' argument."
         )
     for d in dims:
-        if x.shape[d] == 0:
+        if x.shape[normalize_dim(d, x.ndim)] == 0:
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
 def _amax_amin(a: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Tensor:
     x = a.data
+    if x.size == 0:
+        _check_nonempty("amax" if is_max else "amin", x, dim)
     dims = reduction_dims(dim, x.ndim)
-    _check_nonempty("amax" if is_max else "amin", x, dim, dims)
     data = as_array((x.max if is_max else x.min)(axis=dims, keepdims=keepdim))
     edges = edges_of(a)
     if edges is None:
