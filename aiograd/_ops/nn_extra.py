@@ -71,14 +71,20 @@ class EmbeddingBackward0(Node):
     nothing. ``rows``: the flat indices that count; ``keep``: the flat positions that
     count (None for all of them)."""
 
-    __slots__ = ("rows", "keep", "weight_shape")
+    __slots__ = ("rows", "keep", "weight_shape", "indices")
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        if self.indices is not None:  # saved as PyTorch saves them: a later write is caught
+            self.indices.unpack(self, False)
         g = _dual.reshape(grads[0], (-1, self.weight_shape[1]))
         if self.keep is not None:
             g = g[self.keep]
         return (index_scatter_add(g, self.weight_shape, (self.rows,), False,
                                   "EmbeddingDenseBackwardBackward0"),)
+
+    def release_variables(self) -> None:
+        if self.indices is not None:
+            self.indices.release()
 
 
 def _check_padding_idx(padding_idx: int | None, num_embeddings: int) -> int | None:
@@ -122,6 +128,7 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Ten
         return plain(data, weight.device)
     node = EmbeddingBackward0(edges)
     node.weight_shape = weight.shape
+    node.indices = save(input) if isinstance(input, Tensor) else None
     if pad is None:
         node.rows, node.keep = flat, None
     else:
@@ -161,6 +168,7 @@ class NativeLayerNormBackward0(Node):
         if create_graph:
             xhat, rstd = _layer_norm_stats(self.input.unpack(self, True), self.dims, self.eps)
         else:
+            self.input.unpack(self, False)  # its version check, as PyTorch's saved input
             xhat, rstd = self.xhat, self.rstd
         gx = gw = gb = None
         if edges[0] is not None:
@@ -204,6 +212,10 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
             f"not {type(normalized_shape).__name__}"
         )
     shape = tuple(int(s) for s in normalized_shape)
+    if not shape:
+        raise RuntimeError(
+            "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+            "least one element, but got normalized_shape = []")
     k = len(shape)
     if k > input.ndim or tuple(input.shape[input.ndim - k:]) != shape:
         raise RuntimeError(
@@ -225,6 +237,8 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     edges = edges_of(input, weight, bias)
     if edges is None:
         return plain(data, input.device)
+    if data is xhat:  # the node keeps xhat: an in-place write of the output must not reach it
+        data = xhat.copy()
     node = NativeLayerNormBackward0(edges)
     node.input = save(input)
     node.weight = save(weight)
@@ -453,12 +467,14 @@ def l1_loss(input: Tensor, target: Tensor, *, reduction: str = "mean") -> Tensor
     PyTorch's own nodes (SubBackward0, AbsBackward0, MeanBackward0 or SumBackward0)."""
     reduction = _reduction(reduction)
     check_target_shape(input.shape, target.shape)
-    if input.dtype.kind not in "fc":
-        raise RuntimeError(
-            "mean(): could not infer output dtype. Input dtype must be either a floating "
-            f"point or complex dtype. Got: {scalar_type_name(input.dtype)}"
-        )
-    losses = (input - target).abs()
+    losses = (input - target).abs()  # in the promoted dtype
     if reduction == "none":
         return losses
-    return losses.sum() if reduction == "sum" else losses.mean()
+    if reduction == "sum":
+        return losses.sum()
+    if losses.dtype.kind not in "fc":
+        raise RuntimeError(
+            "mean(): could not infer output dtype. Input dtype must be either a floating "
+            f"point or complex dtype. Got: {scalar_type_name(losses.dtype)}"
+        )
+    return losses.mean()

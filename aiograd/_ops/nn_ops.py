@@ -351,6 +351,9 @@ def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor: 
     if x.dtype is not t.dtype:
         dt = promote_types(x.dtype, t.dtype)
         x, t = x.astype(dt, copy=False), t.astype(dt, copy=False)
+    if x.dtype.kind not in "fc":
+        raise NotImplementedError(
+            f'"mse_{dev.type}" not implemented for \'{scalar_type_name(x.dtype)}\'')
     diff = x - t
     losses = diff * diff
     data = _reduce(losses, reduction)
@@ -374,7 +377,7 @@ class CrossEntropyLossBackward0(Node):
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
-        target = self.target.unpack(self, False)
+        target = self.target.unpack(self, False).reshape(-1)  # (N,): a 1-D input's is ()
         n = target.shape[0]
         if self.reduction == "none":
             scale = _dual.reshape(g, (n, 1))
@@ -400,14 +403,14 @@ class CrossEntropyLossBackward0(Node):
 def _fused_targets(target: Any, logits: Tensor, ignore_index: int) -> Any:
     """The (N,) class indices for the fused node, or None to leave them to the general path.
 
-    None means the target is not what the fused node takes (not integers, on
+    None means the target is not what the fused node takes (not int64 or uint8, on
     another device, of another shape, or outside ``[0, C)``, as an ignored
     ``-100`` is) or ``ignore_index`` is a class: the general path then
     handles or rejects it.
     """
     t = target.data if isinstance(target, Tensor) else target
     dtype = getattr(t, "dtype", None)
-    if dtype is None or dtype.kind not in "iu":
+    if dtype != numpy.int64 and dtype != numpy.uint8:  # others: the general path's error
         return None
     t_dev = target.device if isinstance(target, Tensor) else device_of_array(t)
     if t_dev is not logits.device:
@@ -462,7 +465,8 @@ def cross_entropy(
     node = CrossEntropyLossBackward0(edges)
     node.self_ = save(input)
     node.probs = save(Tensor._wrap(probs, input.device))
-    node.target = save(Tensor._wrap(t, input.device))
+    # the target tensor itself, as PyTorch saves it: writing it in place later is caught
+    node.target = save(target if isinstance(target, Tensor) else Tensor._wrap(t, input.device))
     node.reduction = reduction
     return record(node, data, input.device)
 
@@ -498,7 +502,9 @@ def _cross_entropy(input: Tensor, target: Any, weight: Any, ignore_index: Any,  
     if w is None:
         smooth = -logp.sum(class_dim)
     else:
-        smooth = -(logp * Tensor._wrap(_class_view(w, input.ndim), input.device)).sum(class_dim)
+        # the weight tensor's own view (a later in-place write of it is caught)
+        w_t = weight if isinstance(weight, Tensor) else Tensor._wrap(w, input.device)
+        smooth = -(logp * w_t.reshape(_class_view_shape(n_classes, input.ndim))).sum(class_dim)
     valid = t != ignore_index
     smooth = where(valid, smooth, 0.0)
     if reduction == "mean":
@@ -633,12 +639,11 @@ def _nll_checks(name: str, input: Tensor, target: Any, weight: Any,  # noqa: A00
     """
     t = target.data if isinstance(target, Tensor) else target
     dtype = getattr(t, "dtype", None)
-    if dtype is None or dtype.kind not in "iu":
-        got = getattr(dtype, "name", type(t).__name__)
+    if dtype is None:
         raise TypeError(
             f"{name} expects target to hold class indices (an integer Tensor or array), got "
-            f"{got}; class probabilities need a float target of the input's shape "
-            f"{tuple(input.shape)}"
+            f"{type(t).__name__}; class probabilities need a float target of the input's "
+            f"shape {tuple(input.shape)}"
         )
     t_dev = target.device if isinstance(target, Tensor) else device_of_array(t)
     if t_dev is not input.device:
@@ -673,6 +678,9 @@ def _nll_checks(name: str, input: Tensor, target: Any, weight: Any,  # noqa: A00
             raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
         if tshape != expected:
             raise RuntimeError(f"Expected target size {list(expected)}, got {list(tshape)}")
+    if dtype != numpy.int64 and dtype != numpy.uint8:  # after the shapes, as PyTorch
+        raise RuntimeError(
+            f"expected target dtype to be Long or Byte, but got {scalar_type_name(dtype)}")
     n_classes = shape[0 if input.ndim == 1 else 1]
     w = None
     if weight is not None:
