@@ -15,6 +15,7 @@ Note [In-place writes to views] in ``_ops/views.py``).
 from __future__ import annotations
 
 import itertools
+import math
 import numbers
 import warnings
 import weakref
@@ -472,6 +473,13 @@ class Tensor:
         return full(size, fill_value, **self._new_defaults(dtype, device),
                     requires_grad=requires_grad)
 
+    def __format__(self, format_spec: str) -> str:
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``), as PyTorch's; others
+        (and subclasses) as objects do."""
+        if self.data.ndim == 0 and type(self) is Tensor:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     def __repr__(self) -> str:
         body = numpy.array2string(
             self.device.backend.to_host(self.data), separator=", ", prefix="tensor("
@@ -899,6 +907,11 @@ def _real_arg(fn: str, name: str, value: Any) -> Any:
 
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
+    """``start, start + step, ...`` below ``end``, as PyTorch computes them: an integer
+    dtype truncates the bounds and the step first (and wraps, as a cast); a float one
+    takes each value as ``start + i * step`` in float64, then rounds it (NumPy adds a
+    rounded step again and again, drifting by several ulps; PyTorch's vectorised kernel
+    steps in the result's precision inside each vector: within its last bit)."""
     if end is None:
         start, end = 0, start
     start = _real_arg("arange", "start", start)
@@ -906,13 +919,22 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
     step = _real_arg("arange", "step", step)
     if step == 0:
         raise RuntimeError("step must be nonzero")
-    if (step > 0 and start > end) or (step < 0 and start < end):
-        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     dt = _resolve_dtype(dtype)
     if dt is None:
         is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
         dt = int64 if is_int else float32
-    arr = numpy.arange(start, end, step, dtype=dt)
+    integral = dt.kind in "iu"
+    if integral:
+        start, end, step = int(start), int(end), int(step)
+        if step == 0:
+            raise ValueError("step must be nonzero")
+    if (step > 0 and start > end) or (step < 0 and start < end):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if integral:
+        arr = numpy.arange(start, end, step, dtype=int64).astype(dt, copy=False)
+    else:
+        count = math.ceil((end - start) / step)
+        arr = (start + numpy.arange(count, dtype=float64) * step).astype(dt)
     return _finish(*_place(arr, device), requires_grad)
 
 

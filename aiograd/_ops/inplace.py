@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor
-from ..grad_mode import _grad_enabled
+from .._tensor import Tensor, scalar_type_name
+from ..grad_mode import _grad_enabled, no_grad
 from ..graph._node import Node
 from . import _dual
 from ._promote import result_type
@@ -39,7 +39,16 @@ from ._record import (
     save,
     scalar_or_tensor,
 )
-from .arithmetic import AddBackward0, DivBackward0, MulBackward0, SubBackward0, check_sub_bool
+from .arithmetic import (
+    AddBackward0,
+    DivBackward0,
+    MulBackward0,
+    PowBackward0,
+    PowBackward1,
+    SubBackward0,
+    check_sub_bool,
+)
+from .arithmetic import pow as _pow
 from .views import (
     forbidden_kind,
     forbidden_view_error,
@@ -120,6 +129,16 @@ def _old_value(t: Tensor) -> Tensor:
     return old
 
 
+def _can_cast(result: numpy.dtype, target: numpy.dtype) -> bool:
+    """PyTorch's ``canCast`` for an in-place result: no float into an integer or bool
+    tensor, nothing but bool into a bool one; integers of any kind and width wrap."""
+    if target.kind == "b":
+        return result.kind == "b"
+    if target.kind in "iu":
+        return result.kind in "biu"
+    return True
+
+
 def _prepare(t: Tensor, other: Any, true_div: bool = False) -> tuple[Any, Tensor | None, _Edges]:
     """Check ``t op= other``: returns (operand for the ufunc, other as a Tensor or None, edges)."""
     other = scalar_or_tensor(other, t)
@@ -132,9 +151,10 @@ def _prepare(t: Tensor, other: Any, true_div: bool = False) -> tuple[Any, Tensor
     result = result_type(t, other)  # Note [Type promotion]
     if true_div and result.kind in "biu":
         result = numpy.dtype(numpy.float32)
-    if not numpy.can_cast(result, t.dtype, casting="same_kind"):
+    if not _can_cast(result, t.dtype):
         raise RuntimeError(
-            f"result type {result} can't be cast to the desired output type {t.dtype}"
+            f"result type {scalar_type_name(result)} can't be cast to the desired output "
+            f"type {scalar_type_name(t.dtype)}"
         )
     other_shape = getattr(operand, "shape", ())
     try:
@@ -158,7 +178,7 @@ def add_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         other = scalar_or_tensor(other, t) * alpha
     operand, _, edges = _prepare(t, other)
-    t.device.xp.add(t.data, operand, out=t.data)
+    t.device.xp.add(t.data, operand, out=t.data, casting="unsafe")
     return commit_inplace(t, None if edges is None else AddBackward0(edges))
 
 
@@ -168,7 +188,7 @@ def sub_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         other = scalar_or_tensor(other, t) * alpha
     operand, _, edges = _prepare(t, other)
-    t.device.xp.subtract(t.data, operand, out=t.data)
+    t.device.xp.subtract(t.data, operand, out=t.data, casting="unsafe")
     return commit_inplace(t, None if edges is None else SubBackward0(edges))
 
 
@@ -181,7 +201,7 @@ def mul_(t: Tensor, other: Any) -> Tensor:
         node.scalar = operand if other_t is None else None
         node.other = save(other_t) if other_t is not None and edges[0] is not None else None
         node.self_ = save(_old_value(t)) if other_t is not None and edges[1] is not None else None
-    t.device.xp.multiply(t.data, operand, out=t.data)
+    t.device.xp.multiply(t.data, operand, out=t.data, casting="unsafe")
     return commit_inplace(t, node)
 
 
@@ -195,8 +215,49 @@ def div_(t: Tensor, other: Any) -> Tensor:
         node.scalar = operand if other_t is None else None
         node.other = None if other_t is None else save(other_t)
         node.self_ = save(_old_value(t)) if other_t is not None and edges[1] is not None else None
-    t.device.xp.divide(t.data, operand, out=t.data)
+    t.device.xp.divide(t.data, operand, out=t.data, casting="unsafe")
     return commit_inplace(t, node)
+
+
+def pow_(t: Tensor, exponent: Any) -> Tensor:
+    """``t **= exponent`` in place, with ``pow``'s values; its node needs t's old value."""
+    operand, other_t, edges = _prepare(t, exponent)
+    node = None
+    if edges is not None:
+        old = _old_value(t)
+        if other_t is None:
+            node = PowBackward0(edges[:1])  # a number exponent has no edge, as in ``pow``
+            node.exponent = operand
+        else:
+            node = PowBackward1(edges)
+            node.exponent = save(other_t)
+        node.self_ = save(old)
+    with no_grad():
+        value = _pow(Tensor._wrap(t.data, t.device), exponent if other_t is None else other_t)
+    t.device.xp.copyto(t.data, value.data, casting="unsafe")
+    commit_inplace(t, node)
+    if type(node) is PowBackward1:
+        node.result = save(t, is_output=True) if t._base is None else save(t.detach())
+    return t
+
+
+def _bitwise_(name: str) -> Any:
+    """``&=``, ``|=`` or ``^=`` in place (``name``: ``bitwise_and`` ...): bool and integer
+    tensors only, never recorded (they have no gradient)."""
+
+    def bitwise_(t: Tensor, other: Any) -> Tensor:
+        if other is None or isinstance(other, str):
+            return NotImplemented
+        operand, _, _ = _prepare(t, other)
+        rt = result_type(t, scalar_or_tensor(other, t))
+        if rt.kind not in "biu":
+            raise NotImplementedError(
+                f"\"{name}_{t.device.type}\" not implemented for '{scalar_type_name(rt)}'")
+        getattr(t.device.xp, name)(t.data, operand, out=t.data, casting="unsafe")
+        return commit_inplace(t, None)
+
+    bitwise_.__name__ = name + "_"
+    return bitwise_
 
 
 # ---- zero_ / copy_ ----
@@ -321,3 +382,7 @@ Tensor.__iadd__ = add_
 Tensor.__isub__ = sub_
 Tensor.__imul__ = mul_
 Tensor.__itruediv__ = div_
+Tensor.pow_ = Tensor.__ipow__ = pow_
+Tensor.bitwise_and_ = Tensor.__iand__ = _bitwise_("bitwise_and")
+Tensor.bitwise_or_ = Tensor.__ior__ = _bitwise_("bitwise_or")
+Tensor.bitwise_xor_ = Tensor.__ixor__ = _bitwise_("bitwise_xor")

@@ -183,7 +183,9 @@ def reshape_as(t: Tensor, other: Tensor) -> Tensor:
 
 def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims ``start_dim..end_dim`` (inclusive) into one; ``t`` itself if they are one."""
-    if t.ndim == 0:
+    if t.ndim == 0:  # its dims are -1 and 0, as PyTorch's (a 0-d tensor takes one dim)
+        wrap_dim(start_dim, 0)
+        wrap_dim(end_dim, 0)
         return _reshape(t, (1,), view_only=False)
     start = wrap_dim(start_dim, t.ndim)
     end = wrap_dim(end_dim, t.ndim)

@@ -1,0 +1,118 @@
+"""Tensor API at its edges, against torch 2.13 (found by a differential probe).
+
+``&=``, ``|=``, ``^=`` and ``**=`` write in place (aliases and views see it, the
+dtype stays, PyTorch's cast rules apply), a 0-d tensor formats as its number,
+``arange`` computes its values as PyTorch does, and a 0-d tensor's ``flatten``
+checks its dims.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aiograd as ag
+
+torch = pytest.importorskip("torch")
+
+
+def outcome(run):
+    """``run()``'s value and dtype name, or the type and message of its error."""
+    try:
+        value = run()
+    except Exception as exc:  # noqa: BLE001  (compared between the libraries)
+        return type(exc).__name__, str(exc)
+    return value.tolist(), str(value.dtype).replace("torch.", "")
+
+
+def both(program):
+    return outcome(lambda: program(torch)), outcome(lambda: program(ag))
+
+
+IN_PLACE = {
+    "and of bools": ("bool", [True, True, False], lambda t, lib: t.__iand__(
+        lib.tensor([True, False, False]))),
+    "or of uint8 with int64": ("uint8", [1, 2, 3], lambda t, lib: t.__ior__(lib.tensor([4, 4, 4]))),
+    "xor of int32 with a number": ("int32", [1, 2, 3], lambda t, lib: t.__ixor__(1)),
+    "or of a bool with int64": ("bool", [True, False, True], lambda t, lib: t.__ior__(
+        lib.tensor([1, 0, 1]))),
+    "and of a float": ("float32", [1.0, 2.0, 3.0], lambda t, lib: t.__iand__(
+        lib.tensor([1, 0, 1]))),
+    "power of floats": ("float64", [1.0, 2.0, 3.0], lambda t, lib: t.__ipow__(2)),
+    "power of ints": ("int64", [1, 2, 3], lambda t, lib: t.__ipow__(2)),
+    "fractional power of ints": ("int64", [1, 2, 3], lambda t, lib: t.__ipow__(0.5)),
+    "power by a tensor": ("float64", [1.0, 2.0, 3.0], lambda t, lib: t.__ipow__(
+        lib.tensor([2.0, 0.5, -1.0], dtype=lib.float64))),
+}
+
+
+@pytest.mark.parametrize("case", list(IN_PLACE))
+def test_augmented_bitwise_and_power_write_in_place(case):
+    dtype, values, write = IN_PLACE[case]
+
+    def program(lib):
+        t = lib.tensor(values, dtype=getattr(lib, dtype))
+        alias, view = t, t[1:]
+        result = write(t, lib)
+        assert result is alias  # the same tensor: Python rebinds the name to it
+        return lib.stack([alias[1:].to(lib.float64), view.to(lib.float64)])
+
+    expected, got = both(program)
+    assert got == expected
+
+
+def test_power_in_place_records_pytorchs_node_and_gradients():
+    def program(lib):
+        w = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        e = lib.tensor([3.0, 0.5], dtype=lib.float64, requires_grad=True)
+        a, b = w * 1, w * 1
+        a **= 2
+        b **= e
+        assert type(a.grad_fn).__name__ == "PowBackward0"
+        assert type(b.grad_fn).__name__ == "PowBackward1"
+        loss = (a + b).sum()
+        grads = (torch.autograd.grad(loss, [w, e]) if lib is torch
+                 else ag.grad_sync(loss, [w, e]))
+        return lib.cat(list(grads))
+
+    expected, got = both(program)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
+
+
+def test_a_zero_dim_tensor_formats_as_its_number():
+    for lib in (torch, ag):
+        loss = (lib.tensor([1.0, 2.0], requires_grad=True) * 2).sum()
+        assert f"{loss:.4f}" == "6.0000"
+        assert f"{loss}" == "6.0"
+        assert f"{lib.tensor(3):>4}" == "   3"
+        with pytest.raises(TypeError, match="unsupported format string"):
+            f"{lib.tensor([1.0, 2.0]):.2f}"
+
+
+@pytest.mark.parametrize("args, dtype", [
+    ((-2.5, 2, 1), "int64"), ((3.7,), "int64"), ((0.5,), "int64"), ((0.5, 5, 1.5), "int64"),
+    ((0, 1, 0.1), "int64"), ((-3, 3), "uint8"), ((0, 1, 0), None), ((1, 0, 1), None),
+    ((0, 10, 3), None), ((5,), "float32"), ((0.0, 1.0, 0.3), "float64"),
+], ids=str)
+def test_arange_truncates_integer_bounds_and_checks_as_pytorch(args, dtype):
+    def program(lib):
+        return lib.arange(*args, **({} if dtype is None else {"dtype": getattr(lib, dtype)}))
+
+    expected, got = both(program)
+    assert got == expected
+
+
+@pytest.mark.parametrize("args", [(1000, 1001, 0.01), (10, 0, -0.3), (1, 0, -0.1), (0, 1, 0.1)],
+                         ids=str)
+def test_float_arange_does_not_drift(args):
+    # PyTorch steps in float32 within each vector of its kernel: equal to its last bit
+    expected = torch.arange(*args).numpy()
+    got = ag.arange(*args).numpy()
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    np.testing.assert_array_max_ulp(got, expected, maxulp=1)
+
+
+@pytest.mark.parametrize("dims", [(1,), (0, 1), (-2,), (0, -1), ()], ids=str)
+def test_flatten_of_a_zero_dim_tensor_checks_its_dims(dims):
+    expected, got = both(lambda lib: lib.tensor(3.0).flatten(*dims))
+    assert got == expected
