@@ -622,10 +622,6 @@ def _class_view_shape(n_classes: int, ndim: int) -> tuple[int, ...]:
     return (n_classes,) if ndim == 1 else (1, n_classes) + (1,) * (ndim - 2)
 
 
-def _class_view(w: Any, ndim: int) -> Any:
-    return w.reshape(_class_view_shape(w.shape[0], ndim))
-
-
 def _div_or_nan(x: Any, total: float) -> Any:
     """``x / total``; nan for a zero total (as PyTorch's 0 / 0), without NumPy's warning."""
     return x / total if total else x * _NAN
