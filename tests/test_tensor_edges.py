@@ -116,3 +116,31 @@ def test_float_arange_does_not_drift(args):
 def test_flatten_of_a_zero_dim_tensor_checks_its_dims(dims):
     expected, got = both(lambda lib: lib.tensor(3.0).flatten(*dims))
     assert got == expected
+
+
+CONTIGUOUS_RESULTS = {
+    "cat": lambda lib, t: lib.cat([t, t]),
+    "stack": lambda lib, t: lib.stack([t, t]),
+    "cumsum": lambda lib, t: t.cumsum(0),
+    "softmax": lambda lib, t: t.softmax(-1),
+    "log_softmax": lambda lib, t: t.log_softmax(-1),
+    "masked_fill": lambda lib, t: t.masked_fill(t > 2, 0.0),
+    "sum along a dim": lambda lib, t: t.sum(0),
+    "amax along a dim": lambda lib, t: t.amax(1, keepdim=True),
+    "var along a dim": lambda lib, t: t.var(0),
+    "logsumexp along a dim": lambda lib, t: t.logsumexp(0),
+    "repeat": lambda lib, t: t.repeat(1, 2),
+    "exp (keeps the input's layout)": lambda lib, t: t.exp(),
+}
+
+
+@pytest.mark.parametrize("op", list(CONTIGUOUS_RESULTS))
+def test_results_of_a_transposed_input_have_pytorchs_layout(op):
+    # a contiguous result can be viewed: t.softmax(-1).view(-1) must not raise
+    def program(lib):
+        t = lib.tensor([[1.0, 2.0, 5.0], [3.0, 4.0, 0.0]]).t()
+        out = CONTIGUOUS_RESULTS[op](lib, t)
+        return lib.tensor([out.is_contiguous()])
+
+    expected, got = both(program)
+    assert got == expected

@@ -43,6 +43,12 @@ def quietly(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
+def contiguous(x: Any) -> Any:
+    """The array ``x``, or a C-contiguous copy of it: the layout PyTorch gives the results
+    of reductions, joins and the like (NumPy keeps its inputs' order)."""
+    return x if x.flags.c_contiguous else x.copy()
+
+
 def xp_of(x: Any) -> Any:
     """The array module of an array or tensor."""
     if type(x) is Tensor:

@@ -544,7 +544,7 @@ def masked_fill(t: Tensor, mask: Tensor, value: Any) -> Tensor:
     ``t`` and ``mask`` broadcast together."""
     m, v, value_t = _mask_and_value(t, mask, value)
     try:
-        data = t.device.xp.where(m, v, t.data)
+        data = _dual.contiguous(t.device.xp.where(m, v, t.data))
     except ValueError:
         raise _broadcast_error(m.shape, t.shape) from None
     node = _masked_fill_node(t, m, value_t)

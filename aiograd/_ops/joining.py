@@ -94,7 +94,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
                     f"Sizes of tensors must match except in dimension {d}. Expected size {n} "
                     f"but got size {m} for tensor number {i} in the list."
                 )
-    data = first.device.xp.concatenate([t.data for _, t in used], axis=d)
+    data = _dual.contiguous(first.device.xp.concatenate([t.data for _, t in used], axis=d))
     edges = edges_of(*ts)
     if edges is None:
         return plain(data, first.device)
@@ -136,7 +136,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
                 f"entry 0 and {list(t.shape)} at entry {i}"
             )
     d = wrap_dim(dim, first.ndim + 1)
-    data = first.device.xp.stack([t.data for t in ts], axis=d)
+    data = _dual.contiguous(first.device.xp.stack([t.data for t in ts], axis=d))
     edges = edges_of(*ts)
     if edges is None:
         return plain(data, first.device)

@@ -227,6 +227,7 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     _check_affine("bias", bias, shape)
     dims = tuple(range(input.ndim - k, input.ndim))
     xhat, rstd = _layer_norm_stats(input.data, dims, eps)
+    xhat = _dual.contiguous(xhat)  # PyTorch's layout, whatever the input's
     data = xhat
     if weight is not None:
         check_same_device(input, weight)

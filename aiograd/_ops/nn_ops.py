@@ -116,6 +116,7 @@ def _softmax_like(node_cls: type[Node], a: Tensor, dim: Any, log: bool) -> Tenso
             data = z - xp.log(_dual.sum_dims(e, axis, keepdim=True))
         else:
             data = e / _dual.sum_dims(e, axis, keepdim=True)
+        data = _dual.contiguous(data)  # PyTorch's layout, whatever the input's
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)

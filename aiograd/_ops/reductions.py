@@ -63,8 +63,9 @@ def _kept_shape(shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...
 
 
 def as_array(data: Any) -> Any:
-    """NumPy's full reductions give scalars; a tensor's data stays an array (0-d)."""
-    return numpy.asarray(data) if isinstance(data, numpy.generic) else data
+    """A fresh reduction result as a tensor's data: NumPy's full reductions give scalars
+    (made 0-d arrays), and C-contiguous, as PyTorch's results are."""
+    return numpy.asarray(data) if isinstance(data, numpy.generic) else _dual.contiguous(data)
 
 
 def _kept(x: Any, kept_shape: tuple[int, ...]) -> Any:
@@ -913,7 +914,7 @@ def cumsum(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
         dt = int64
     else:
         dt = x.dtype
-    data = x.cumsum(axis=d, dtype=dt) if x.ndim else x.astype(dt, copy=True)
+    data = _dual.contiguous(x.cumsum(axis=d, dtype=dt)) if x.ndim else x.astype(dt, copy=True)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)

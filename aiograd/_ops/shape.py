@@ -458,7 +458,8 @@ def repeat(t: Tensor, *sizes: Any) -> Tensor:
         shape = [r * n for r, n in zip(repeats, padded)]
         bad = next(n for n in shape if n < 0)
         raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: {shape}")
-    data = t.device.xp.tile(t.data.reshape(padded), repeats) if repeats else t.data.copy()
+    data = (_dual.contiguous(t.device.xp.tile(t.data.reshape(padded), repeats)) if repeats
+            else t.data.copy())
     edges = edges_of(t)
     if edges is None:
         return plain(data, t.device)
