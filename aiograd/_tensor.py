@@ -892,8 +892,33 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
             dt = bool_
         elif isinstance(fill_value, int):
             dt = int64
-    arr = numpy.full(shape, fill_value, dtype=dt)
+    arr = numpy.full(shape, _checked_fill(fill_value, numpy.dtype(dt)), dtype=dt)
     return _finish(*_place(arr, device), requires_grad)
+
+
+_FILL_TYPE_NAMES = {"int8": "int8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t",
+                    "uint8": "uint8_t", "float16": "c10::Half", "float32": "float"}
+
+
+def _checked_fill(value: Any, dt: numpy.dtype) -> Any:
+    """``value`` to write into ``dt``, with PyTorch's overflow check (c10's ``overflows``):
+    an integer must fit, an unsigned type also taking a negative one down to ``-max``
+    (it wraps); a float into an integer type must be finite and in range; a float type
+    takes inf and NaN but no finite value beyond its largest. Bool takes anything."""
+    if dt.kind == "b" or isinstance(value, bool):
+        return value
+    if dt.kind in "iu":
+        info = numpy.iinfo(dt)
+        if isinstance(value, numbers.Integral):
+            v = int(value)
+            if v <= info.max and (v >= info.min if dt.kind == "i" else -v <= info.max):
+                return v % (info.max + 1) if v < 0 and dt.kind == "u" else value
+        elif math.isfinite(value) and info.min <= value <= info.max:
+            return value
+    elif dt.kind != "f" or not math.isfinite(value) or abs(value) <= float(numpy.finfo(dt).max):
+        return value
+    name = _FILL_TYPE_NAMES.get(dt.name, dt.name)
+    raise RuntimeError(f"value cannot be converted to type {name} without overflow")
 
 
 def _real_arg(fn: str, name: str, value: Any) -> Any:

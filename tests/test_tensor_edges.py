@@ -144,3 +144,19 @@ def test_results_of_a_transposed_input_have_pytorchs_layout(op):
 
     expected, got = both(program)
     assert got == expected
+
+
+@pytest.mark.parametrize("value, dtype", [
+    (-1, "uint8"), (-129, "uint8"), (-256, "uint8"), (256, "uint8"), (1e10, "int32"),
+    (2.0**31, "int32"), (2**31 - 1, "int32"), (70000, "float16"), (65504, "float16"),
+    (1e40, "float32"), (float("inf"), "float32"), (float("nan"), "int64"), (1.5, "int64"),
+    (-1.5, "uint8"), (float("inf"), "int64"), (True, "uint8"), (-1, "bool"),
+], ids=str)
+def test_full_checks_that_its_value_fits_as_pytorch(value, dtype):
+    expected, got = both(lambda lib: lib.full((2,), value, dtype=getattr(lib, dtype)))
+    assert got == expected
+
+
+def test_full_like_of_an_integer_tensor_refuses_nan():
+    expected, got = both(lambda lib: lib.full_like(lib.tensor([1, 2]), float("nan")))
+    assert got == expected and got[0] == "RuntimeError"
