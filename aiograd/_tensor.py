@@ -657,6 +657,8 @@ def tensor(
                 arr = numpy.array(backend.to_host(data), dtype=dt)
                 return _finish(*_place(arr, device if device is not None else src_dev),
                                requires_grad)
+        if type(data) is range:  # a sequence of ints, as PyTorch reads it (empty: float32)
+            data = list(data)
         arr = _from_python(data, dt)
     return _finish(*_place(arr, device), requires_grad)
 
@@ -881,17 +883,20 @@ def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     shape = _shape_arg((size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
+    if isinstance(fill_value, numpy.bool_):  # PyTorch reads NumPy's bool as a float
+        fill_value = float(fill_value)
     if not isinstance(fill_value, (bool, numbers.Real)):
         raise TypeError(
             f"argument 'fill_value' must be a real number, not {type(fill_value).__name__}"
         )
     dt = _resolve_dtype(dtype)
-    if dt is None:
-        dt = float32 if isinstance(fill_value, float) else numpy.array(fill_value).dtype
+    if dt is None:  # PyTorch's: bool, int64 for any integer (NumPy's too), else float32
         if isinstance(fill_value, bool):
             dt = bool_
-        elif isinstance(fill_value, int):
+        elif isinstance(fill_value, numbers.Integral):
             dt = int64
+        else:
+            dt = float32
     arr = numpy.full(shape, _checked_fill(fill_value, numpy.dtype(dt)), dtype=dt)
     return _finish(*_place(arr, device), requires_grad)
 

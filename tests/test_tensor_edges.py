@@ -160,3 +160,16 @@ def test_full_checks_that_its_value_fits_as_pytorch(value, dtype):
 def test_full_like_of_an_integer_tensor_refuses_nan():
     expected, got = both(lambda lib: lib.full_like(lib.tensor([1, 2]), float("nan")))
     assert got == expected and got[0] == "RuntimeError"
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.tensor(range(0)),
+    lambda lib: lib.tensor(range(2, 10, 3)),
+    lambda lib: lib.full((2,), np.int32(4)),
+    lambda lib: lib.full((2,), np.float64(4.5)),
+    lambda lib: lib.full((2,), np.bool_(True)),
+    lambda lib: lib.full((2,), np.uint8(3)),
+], ids=["empty range", "range", "numpy int32", "numpy float64", "numpy bool", "numpy uint8"])
+def test_creation_infers_pytorchs_dtype_from_ranges_and_numpy_scalars(make):
+    expected, got = both(make)
+    assert got == expected
