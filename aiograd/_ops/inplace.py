@@ -248,8 +248,8 @@ def _bitwise_(name: str) -> Any:
     def bitwise_(t: Tensor, other: Any) -> Tensor:
         if other is None or isinstance(other, str):
             return NotImplemented
-        operand, _, _ = _prepare(t, other)
-        rt = result_type(t, scalar_or_tensor(other, t))
+        operand, other_t, _ = _prepare(t, other)
+        rt = result_type(t, operand if other_t is None else other_t)
         if rt.kind not in "biu":
             raise NotImplementedError(
                 f"\"{name}_{t.device.type}\" not implemented for '{scalar_type_name(rt)}'")
