@@ -26,6 +26,7 @@ import numpy
 
 from . import devices
 from .devices import CPU, Device
+from .grad_mode import _grad_enabled
 
 __all__ = [
     "Tensor",
@@ -373,7 +374,9 @@ class Tensor:
         return self
 
     def numpy(self) -> numpy.ndarray:
-        if self._rg:
+        """The array itself (no copy); refused for a tensor that requires grad while grad
+        mode is on (so allowed in a custom Function's forward and backward), as PyTorch."""
+        if self._rg and _grad_enabled.get():
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead."

@@ -58,9 +58,7 @@ class FunctionCtx:
     @property
     def saved_tensors(self) -> tuple[Tensor | None, ...]:
         saved = self.__dict__.get("_saved")
-        if saved is None:
-            if "_to_save" in self.__dict__ and isinstance(self, Node):
-                raise RuntimeError("saved_tensors are available only in backward")
+        if saved is None:  # none saved, or still in forward: PyTorch's empty tuple
             return ()
         return tuple(None if s is None else s.unpack(self, True) for s in saved)
 
@@ -168,10 +166,8 @@ class _FunctionBackward(Node, FunctionCtx):
 class _FunctionMeta(type):
     def __init__(cls, name: str, bases: tuple[type, ...], attrs: dict[str, Any]) -> None:
         super().__init__(name, bases, attrs)
-        backward = attrs.get("backward")
-        is_async = backward is not None and inspect.iscoroutinefunction(
-            getattr(backward, "__func__", backward)
-        )
+        backward = getattr(cls, "backward", None)  # its own or inherited
+        is_async = inspect.iscoroutinefunction(getattr(backward, "__func__", backward))
         node_cls = type(f"{name}Backward", (_FunctionBackward,),
                         {"_function": cls, "is_async": is_async})
         cls._backward_cls = node_cls
@@ -203,7 +199,10 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is Function:
-            raise RuntimeError("call apply on a subclass of Function")
+            raise NotImplementedError(
+                "You must implement the forward function for custom autograd.Function: "
+                "call apply on a subclass of Function"
+            )
         separate_ctx = cls.setup_context is not Function.setup_context
         if kwargs or separate_ctx:
             args, kwargs = _bind_to_positions(cls.forward, args, kwargs, separate_ctx)
@@ -223,8 +222,7 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
         outs = (outputs,) if single else outputs
         if not record:  # nothing is recorded, not even history made inside forward
             node.__dict__.pop("_to_save", None)
-            outs = tuple(o.detach() if isinstance(o, Tensor) and o.grad_fn is not None else o
-                         for o in outs)
+            outs = tuple(_unrecorded(o, args) for o in outs)
             return outs[0] if single else outs
         node.next_edges = tuple(gradient_edge(args[i]) if args[i]._rg else None
                                 for i in positions)
@@ -244,16 +242,17 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
                 continue
             differentiable = out.dtype.kind == "f" and id(out) not in node._non_differentiable \
                 and id(outputs if single else out) not in node._non_differentiable
+            base = out._base  # a view made in forward
             if any(out is a for a in args):
-                out = out.detach()  # an input returned as is: a new tensor with new history
+                base = out  # an input returned as is: a new tensor with new history
+                out = out.detach()
             metadata.append(_metadata(out.data, out.device))
             if differentiable:
                 out.grad_fn = node
                 out.output_nr = len(metadata) - 1
                 out._rg = True
-                source = _input_sharing_memory(out, args)
-                if source is not None:
-                    mark_forbidden_view(out, source, "function")
+                if base is not None:  # PyTorch's CreationMeta::IN_CUSTOM_FUNCTION
+                    mark_forbidden_view(out, base, "function")
             results.append(out)
         node.input_metadata = tuple(metadata)
         if len(metadata) < len(outs):
@@ -268,14 +267,18 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
         return results[0] if single else tuple(results)
 
 
-def _input_sharing_memory(out: Tensor, args: tuple[Any, ...]) -> Tensor | None:
-    """The input whose memory ``out`` shares (an input returned as is, or a view of one)."""
-    xp = out.device.xp
-    for a in args:
-        if isinstance(a, Tensor) and a.device is out.device and xp.may_share_memory(
-                out.data, a.data):
-            return a
-    return None
+def _unrecorded(out: Any, args: tuple[Any, ...]) -> Any:
+    """An output of a Function whose call is not recorded, as PyTorch gives it back:
+    an input returned as is becomes a new tensor without grad (a view of the input
+    if that needs no grad, else detached), history made inside forward is cut."""
+    if not isinstance(out, Tensor):
+        return out
+    if any(out is a for a in args):
+        if out._rg:
+            return out.detach()
+        with no_grad():
+            return out.view_as(out)
+    return out.detach() if out.grad_fn is not None else out
 
 
 @functools.lru_cache(maxsize=256)
@@ -309,10 +312,7 @@ def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
     differentiating its result again raises an error (only results computed from
     gradients that require grad are marked, as in PyTorch)."""
 
-    @functools.wraps(backward)
-    def wrapper(ctx: Any, *grads: Any) -> Any:
-        with no_grad():
-            result = backward(ctx, *grads)
+    def mark(result: Any, grads: tuple[Any, ...], ctx: Any) -> Any:
         if not _grad_enabled.get() or not any(
                 isinstance(g, Tensor) and g.requires_grad for g in grads):
             return result
@@ -320,6 +320,21 @@ def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
         outs = (result,) if single else result
         wrapped = tuple(_delayed_error(r, ctx) if isinstance(r, Tensor) else r for r in outs)
         return wrapped[0] if single else wrapped
+
+    if inspect.iscoroutinefunction(backward):
+        @functools.wraps(backward)
+        async def async_wrapper(ctx: Any, *grads: Any) -> Any:
+            with no_grad():
+                result = await backward(ctx, *grads)
+            return mark(result, grads, ctx)
+
+        return async_wrapper
+
+    @functools.wraps(backward)
+    def wrapper(ctx: Any, *grads: Any) -> Any:
+        with no_grad():
+            result = backward(ctx, *grads)
+        return mark(result, grads, ctx)
 
     return wrapper
 

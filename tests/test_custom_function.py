@@ -364,3 +364,154 @@ def test_a_backward_returning_a_non_tensor_raises_pytorchs_error():
         return info.type, str(info.value).split(":")[0]
 
     assert error(ag, ag.backward_sync) == error(torch, lambda loss: loss.backward())
+
+
+def _fn_base(lib: Any) -> Any:
+    return lib.autograd.Function if lib is torch else lib.Function
+
+
+def _backward_of(lib: Any) -> Any:
+    return (lambda loss: loss.backward()) if lib is torch else ag.backward_sync
+
+
+def test_numpy_of_inputs_works_in_forward_and_backward_where_grad_mode_is_off():
+    def run(lib: Any) -> list[float]:
+        class NumpySin(_fn_base(lib)):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return lib.tensor(np.sin(x.numpy()))
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * lib.tensor(np.cos(np.asarray(x)))
+
+        x = lib.tensor([0.5, 1.0], requires_grad=True)
+        _backward_of(lib)(NumpySin.apply(x).sum())
+        return x.grad.tolist()
+
+    assert run(ag) == pytest.approx(run(torch))
+    with pytest.raises(RuntimeError, match="Can't call numpy"):  # grad mode on: refused
+        ag.ones(2, requires_grad=True).numpy()
+
+
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_an_input_returned_as_is_without_recording_is_a_new_tensor_without_grad(requires_grad):
+    def run(lib: Any) -> tuple[Any, ...]:
+        class Identity(_fn_base(lib)):
+            @staticmethod
+            def forward(ctx, x):
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        x = lib.tensor([1.0, 2.0], requires_grad=requires_grad)
+        with lib.no_grad():
+            y = Identity.apply(x)
+        y.add_(1) if not requires_grad else None  # shares the input's memory
+        return y is x, y.requires_grad, y.is_leaf, x.tolist(), y._base is x
+
+    assert run(ag) == run(torch)
+
+
+def test_outputs_that_share_memory_but_are_not_views_may_be_written_in_place():
+    def run(lib: Any) -> tuple[Any, ...]:
+        class Detached(_fn_base(lib)):
+            @staticmethod
+            def forward(ctx, x):
+                return x.detach()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3
+
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = Detached.apply(x * 1)
+        y.mul_(2)
+        _backward_of(lib)(y.sum())
+        return y.grad_fn.name(), x.grad.tolist()
+
+    assert run(ag) == run(torch)
+
+
+def test_a_view_made_in_forward_may_not_be_written_in_place():
+    def error(lib: Any) -> tuple[type, str]:
+        class FirstTwo(_fn_base(lib)):
+            @staticmethod
+            def forward(ctx, x):
+                return (x * 1)[:2]
+
+            @staticmethod
+            def backward(ctx, g):
+                return lib.cat([g, lib.zeros(1)])
+
+        y = FirstTwo.apply(lib.ones(3, requires_grad=True))
+        with pytest.raises(RuntimeError) as info:
+            y.mul_(2)
+        return info.type, str(info.value).split("is a view")[1][:40]
+
+    assert error(ag) == error(torch)
+
+
+def test_saved_tensors_read_in_forward_are_empty():
+    def run(lib: Any) -> Any:
+        seen = []
+
+        class Saves(_fn_base(lib)):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                seen.append(ctx.saved_tensors)
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        Saves.apply(lib.ones(1, requires_grad=True))
+        return seen
+
+    assert run(ag) == run(torch) == [()]
+
+
+@pytest.mark.anyio
+async def test_an_inherited_async_backward_is_awaited():
+    class Base(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        async def backward(ctx, g):
+            return g * 2
+
+    class Derived(Base):
+        pass
+
+    x = ag.ones(2, requires_grad=True)
+    await ag.backward(Derived.apply(x).sum())
+    assert x.grad.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.anyio
+async def test_once_differentiable_wraps_an_async_backward():
+    class Doubled(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        @ag.once_differentiable
+        async def backward(ctx, g):
+            assert not ag.is_grad_enabled()
+            return g * 2
+
+    x = ag.ones(2, requires_grad=True)
+    await ag.backward(Doubled.apply(x).sum())
+    assert x.grad.tolist() == [2.0, 2.0]
+    (g,) = await ag.grad((Doubled.apply(x) ** 2).sum(), [x], create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        await ag.backward(g.sum())

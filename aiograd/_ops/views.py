@@ -27,10 +27,9 @@ Note [In-place writes to views]
     registered and may not be written with autograd (PyTorch's rule).
 
     Two kinds of view may not be written with autograd, as in PyTorch
-    (``mark_forbidden_view``): an output of a custom Function that shares
-    memory with one of its inputs (an input returned as is, or a view of
-    it), whose history is the Function's backward, which no rebase could
-    keep right; and an output of an op that returns several views (``split``,
+    (``mark_forbidden_view``): an output of a custom Function that is a view
+    (made in its forward) or an input returned as is, whose history is the
+    Function's backward, which no rebase could keep right; and an output of an op that returns several views (``split``,
     ``chunk``, ``unbind``). Views of such views inherit the mark. Writing one
     in place raises; after a write to its root its grad_fn becomes a node
     that raises in backward (PyTorch raises when the view is next read).
