@@ -415,6 +415,28 @@ def test_node_hook_must_return_a_tuple_of_one_gradient_per_slot(register, result
     assert str(error).endswith(f"({register} of ExpBackward0)")
 
 
+@pytest.mark.parametrize("call", ["grad", "backward_inputs"])
+def test_node_post_hooks_see_none_for_edges_the_task_prunes(call):
+    torch = pytest.importorskip("torch")
+
+    def seen(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        w = lib.tensor([3.0, 4.0], requires_grad=True)
+        y = x * w
+        log = []
+        y.grad_fn.register_hook(
+            lambda gi, go: log.append([None if g is None else g.tolist() for g in gi]))
+        if call == "grad":
+            (ag.grad_sync if lib is ag else torch.autograd.grad)(y.sum(), [w])
+        elif lib is ag:
+            y.sum().backward_sync(inputs=[w])
+        else:
+            y.sum().backward(inputs=[w])
+        return log
+
+    assert seen(ag) == seen(torch) == [[None, [1.0, 2.0]]]
+
+
 def test_hook_returning_wrong_shape_is_an_error():
     x = leaf([1.0, 2.0])
     y = x * 2.0

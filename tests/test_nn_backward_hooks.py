@@ -312,6 +312,12 @@ _BAD_HOOKS = {
     "pre_hook_wrong_length": (True, "pre", lambda m, go: (go[0], go[0])),
     "full_hook_wrong_length": (True, "full", lambda m, gi, go: ()),
     "full_hook_returns_grads_without_input_grads": (False, "full", lambda m, gi, go: (go[0],)),
+    "full_hook_changes_the_shape": (True, "full", lambda m, gi, go: (gi[0][:, :1],)),
+    "full_hook_changes_the_dtype": (True, "full", lambda m, gi, go: (gi[0].float(),)),
+    "full_hook_returns_a_number": (True, "full", lambda m, gi, go: (3,)),
+    "pre_hook_changes_the_shape": (True, "pre", lambda m, go: (go[0][:, :1],)),
+    "pre_hook_changes_the_dtype": (True, "pre", lambda m, go: (go[0].float(),)),
+    "pre_hook_returns_a_list": (True, "pre", lambda m, go: ([1.0],)),
 }
 
 

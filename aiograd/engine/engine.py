@@ -664,8 +664,16 @@ class Engine:
         return self._after_outputs(gt, node, inputs, outputs)
 
     def _after_outputs(self, gt: GraphTask, node: Node, inputs: list[Any], outputs: Any) -> Any:
-        """Post-hooks (their results validated) and the anomaly NaN check."""
+        """Post-hooks (their results validated) and the anomaly NaN check.
+
+        With ``grad(inputs)``/``backward(inputs=)``, the hooks see None for the
+        gradients of edges the task prunes, as PyTorch's (which does not compute them).
+        """
         if node._post_hooks:
+            exec_info = gt.exec_info
+            if exec_info is not None:
+                outputs = [None if edge is None or edge[0] not in exec_info else grad
+                           for edge, grad in zip(node.next_edges, outputs)]
             outputs = validate_outputs(node, _hooks.call_post_hooks(node, outputs, inputs))
         if gt.check_nan:
             _hooks.check_nan(node, outputs)

@@ -197,8 +197,8 @@ def _through_hook_node(values: tuple[Any, ...], on_grads: Callable[..., tuple[An
 def _through_hooks(hooks: list[Any], call: Callable[[Any, Sequence[Any]], Any],
                    grads: Sequence[Any], kind: str, what: str) -> Sequence[Any]:
     """``grads`` through ``hooks`` in order (``call(hook, grads)``), each seeing the last
-    replacement; a hook returns None or a replacement of the same length (PyTorch's
-    error otherwise)."""
+    replacement; a hook returns None or a replacement of the same length whose
+    gradients keep their slots' shapes and dtypes (PyTorch's errors otherwise)."""
     for hook in hooks:
         result = call(hook, grads)
         if result is None:
@@ -208,8 +208,36 @@ def _through_hooks(hooks: list[Any], call: Callable[[Any, Sequence[Any]], Any],
                 f"Backward {kind} returned an invalid number of {what}, "
                 f"got {len(result)}, but expected {len(grads)}"
             )
+        for new, old in zip(result, grads):
+            _check_replacement(new, old)
         grads = result
     return grads
+
+
+def _check_replacement(new: Any, old: Any) -> None:
+    """PyTorch's ``check_single_result`` for a module hook's replacement of ``old``
+    (PyTorch runs module hooks inside a node hook named ``hook``: its messages say so)."""
+    if new is None:
+        return
+    if not isinstance(new, Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(new).__name__}'")
+    if old is None:
+        raise RuntimeError("can't replace a None gradient with a non-None value")
+    if new.shape != old.shape:
+        raise RuntimeError("hook 'hook' has changed the size of value")
+    if new.dtype != old.dtype or new.device is not old.device:
+        raise RuntimeError(
+            f"hook 'hook' has changed the type of value (was {_legacy_type(old)} got "
+            f"{_legacy_type(new)})"
+        )
+
+
+def _legacy_type(t: Tensor) -> str:
+    """PyTorch's legacy type name of ``t`` (``torch.FloatTensor``, ``torch.cuda.LongTensor``)."""
+    names = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "Char",
+             "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool"}
+    where = "torch." if t.device.type == "cpu" else f"torch.{t.device.type}."
+    return f"{where}{names.get(t.dtype.name, t.dtype.name)}Tensor"
 
 
 def _spread(grads: Sequence[Any], positions: tuple[int, ...], size: int) -> tuple[Any, ...]:
