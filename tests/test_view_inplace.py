@@ -379,3 +379,19 @@ def test_a_write_into_an_expanded_view_works_where_no_element_is_hit_twice():
         with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
             lib.tensor([[1.0, 2.0]]).expand(3, 2).mul_(2.0)
     assert seen[1] == seen[0] == [[15.0, 15.0]]
+
+
+def test_rows_of_one_root_written_in_turn_give_torchs_gradients():
+    """Each write renews every live row's history (their geometry is worked out once)."""
+    torch = pytest.importorskip("torch")
+
+    def grads(lib, backward):
+        x = lib.tensor(np.arange(24.0).reshape(6, 4), requires_grad=True)
+        a = x * 1
+        rows = [a[i] for i in range(6)]
+        for i, r in enumerate(rows):
+            r.mul_(i + 1.5)
+        backward((rows[2] * rows[5]).sum() + (a * a).sum())
+        return x.grad.numpy()
+
+    np.testing.assert_allclose(grads(ag, ag.backward_sync), grads(torch, lambda t: t.backward()))

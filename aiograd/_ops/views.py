@@ -29,10 +29,11 @@ Note [In-place writes to views]
     Two kinds of view may not be written with autograd, as in PyTorch
     (``mark_forbidden_view``): an output of a custom Function that is a view
     (made in its forward) or an input returned as is, whose history is the
-    Function's backward, which no rebase could keep right; and an output of an op that returns several views (``split``,
-    ``chunk``, ``unbind``). Views of such views inherit the mark. Writing one
-    in place raises; after a write to its root its grad_fn becomes a node
-    that raises in backward (PyTorch raises when the view is next read).
+    Function's backward, which no rebase could keep right; and an output of
+    an op that returns several views (``split``, ``chunk``, ``unbind``).
+    Views of such views inherit the mark. Writing one in place raises; after
+    a write to its root its grad_fn becomes a node that raises in backward
+    (PyTorch raises when the view is next read).
 """
 
 from __future__ import annotations
@@ -69,17 +70,22 @@ class LiveViews:
     (see the Note).
     """
 
-    __slots__ = ("refs", "forbidden", "_forget")
+    __slots__ = ("refs", "forbidden", "geometries", "_forget")
 
     def __init__(self) -> None:
         refs: dict[int, _ViewRef] = {}
         forbidden: dict[int, str] = {}
+        # Invariant: geometries[key] is (weak refs to the view's and the root's arrays,
+        #            the view's ViewGeometry in the root) for the arrays it was made of.
+        geometries: dict[int, tuple[Any, Any, ViewGeometry | None]] = {}
         self.refs = refs
         self.forbidden = forbidden
+        self.geometries = geometries
 
         def forget(ref: _ViewRef) -> None:
             refs.pop(ref.key, None)
             forbidden.pop(ref.key, None)
+            geometries.pop(ref.key, None)
 
         self._forget = forget
 
@@ -95,6 +101,21 @@ class LiveViews:
     def alive(self) -> list[Tensor]:
         views = (ref() for ref in tuple(self.refs.values()))
         return [v for v in views if v is not None]
+
+    def geometry(self, view: Tensor, root: Tensor) -> ViewGeometry | None:
+        """``ViewGeometry.of(view.data, root.data)``, made again only when either
+        ``.data`` was replaced: a write renews every live view's history, so this
+        keeps a write's cost per view at a node, not an address analysis."""
+        key, data, base = id(view), view.data, root.data
+        known = self.geometries.get(key)
+        if known is not None and known[0]() is data and known[1]() is base:
+            return known[2]
+        geometry = ViewGeometry.of(data, base)
+        try:
+            self.geometries[key] = (weakref.ref(data), weakref.ref(base), geometry)
+        except TypeError:  # an array type without weak references: not kept
+            pass
+        return geometry
 
 
 def _live_views(root: Tensor) -> LiveViews:
@@ -373,8 +394,9 @@ def refresh_views(root: Tensor) -> None:
     edge = _edge(root)
     if edge is None:
         return
-    forbidden = root._views.forbidden
-    for view in root._views.alive():
+    views = root._views
+    forbidden = views.forbidden
+    for view in views.alive():
         kind = forbidden.get(id(view))
         if kind is not None:
             if type(view.grad_fn) is not _ModifiedForbiddenView:
@@ -382,7 +404,7 @@ def refresh_views(root: Tensor) -> None:
                 node.message = str(forbidden_view_error(view, kind, base_written=True))
                 set_history(view, node)
             continue
-        geometry = ViewGeometry.of(view.data, root.data)
+        geometry = views.geometry(view, root)
         if geometry is None:  # root.data was replaced: no longer a view
             continue
         node = AsStridedBackward0((edge,))
