@@ -900,7 +900,7 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
             dt = int64
         else:
             dt = float32
-    arr = numpy.full(shape, _checked_fill(fill_value, numpy.dtype(dt)), dtype=dt)
+    arr = numpy.full(shape, checked_fill(fill_value, numpy.dtype(dt)), dtype=dt)
     return _finish(*_place(arr, device), requires_grad)
 
 
@@ -908,7 +908,7 @@ _FILL_TYPE_NAMES = {"int8": "int8_t", "int16": "int16_t", "int32": "int", "int64
                     "uint8": "uint8_t", "float16": "c10::Half", "float32": "float"}
 
 
-def _checked_fill(value: Any, dt: numpy.dtype) -> Any:
+def checked_fill(value: Any, dt: numpy.dtype) -> Any:
     """``value`` to write into ``dt``, with PyTorch's overflow check (c10's ``overflows``):
     an integer must fit, an unsigned type also taking a negative one down to ``-max``
     (it wraps); a float into an integer type must be finite and in range; a float type

@@ -409,3 +409,47 @@ def test_a_view_taken_before_its_leaf_required_grad_may_not_be_written():
             v.add_(1.0)  # allowed without grad mode, as in PyTorch
         assert y.detach().numpy().tolist() == [0.0, 1.0, 1.0]
     assert messages[1] == messages[0]
+
+
+_INT_PROGRAMS = {
+    "add_negative": lambda v: v + (-1),
+    "mul_beyond_range": lambda v: v * 300,
+    "sub_beyond_range": lambda v: v - 300,
+    "rsub_beyond_range": lambda v: 1000 - v,
+    "add_huge": lambda v: v + (2**40 + 7),
+    "iadd_negative": lambda v: v.add_(-1),
+    "isub_negative": lambda v: v.sub_(-1),
+    "imul_beyond_range": lambda v: v.mul_(300),
+    "iand_beyond_range": lambda v: v.__iand__(511),
+    "fill_negative": lambda v: v.fill_(-1),
+    "fill_beyond_range": lambda v: v.fill_(300),
+    "setitem_negative": lambda v: v.__setitem__(0, -1),
+    "setitem_beyond_range": lambda v: v.__setitem__(0, 300),
+    "masked_fill_negative": lambda v: v.masked_fill_(v > 1, -1),
+    "masked_fill_beyond_range": lambda v: v.masked_fill_(v > 1, 300),
+}
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("name", sorted(_INT_PROGRAMS))
+def test_python_ints_beyond_an_integer_dtype_wrap_or_raise_as_pytorchs(name, dtype):
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        v = lib.tensor(np.array([0, 5, 120], dtype=dtype))
+        try:
+            out = _INT_PROGRAMS[name](v)
+        except RuntimeError as exc:
+            return "RuntimeError", str(exc)
+        return (v if out is None else out).tolist()
+
+    assert run(ag) == run(torch)
+
+
+def test_writing_a_view_whose_base_was_detached_in_place_raises_as_pytorchs():
+    x = ag.ones(3, requires_grad=True)
+    a = x * 2
+    v = a[0]
+    a.detach_()
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        v.mul_(ag.ones((), requires_grad=True))

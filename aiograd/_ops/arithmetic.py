@@ -59,6 +59,19 @@ def _with_number(x: Any, number: Any) -> Any:
     return x
 
 
+def wrap_int(x: Any, number: Any) -> Any:
+    """``number`` as PyTorch converts a Python int meeting an integer array ``x``: into
+    ``x``'s dtype, wrapping (NumPy 2 refuses an int out of the dtype's range)."""
+    if type(number) is int and x.dtype.kind in "iu":
+        info = numpy.iinfo(x.dtype)
+        if not info.min <= number <= info.max:
+            bits = 8 * x.dtype.itemsize
+            number &= (1 << bits) - 1
+            if number > info.max:
+                number -= 1 << bits
+    return number
+
+
 def check_sub_bool(a: Any, b: Any) -> None:
     """PyTorch's refusal to subtract with a bool tensor (``a``, ``b``: Tensors or
     numbers; a number is never the bool tensor)."""
@@ -149,7 +162,7 @@ def add(a: Tensor, b: Any) -> Tensor:
         edges = edges_of(a, b)
     else:
         dev = a.device
-        data = _with_number(a.data, b) + b
+        data = _with_number(a.data, b) + wrap_int(a.data, b)
         edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
@@ -172,7 +185,7 @@ def sub(a: Tensor, b: Any) -> Tensor:
         edges = edges_of(a, b)
     else:
         dev = a.device
-        data = _with_number(a.data, b) - b
+        data = _with_number(a.data, b) - wrap_int(a.data, b)
         edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
@@ -218,7 +231,7 @@ def rsub(a: Tensor, b: Any) -> Tensor:
     if type(b) is Tensor:
         return sub(b, a)
     check_sub_bool(a, b)
-    data = b - _with_number(a.data, b)
+    data = wrap_int(a.data, b) - _with_number(a.data, b)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -266,7 +279,7 @@ def mul(a: Tensor, b: Any) -> Tensor:
         node.self_ = save(a) if edges[1] is not None else None
         node.scalar = None
         return record(node, data, dev)
-    data = _with_number(a.data, b) * b
+    data = _with_number(a.data, b) * wrap_int(a.data, b)
     edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor, tensor
+from .._tensor import Tensor, checked_fill, tensor
 from ..devices import CPU
 from ..graph._node import Node
 from . import _dual
@@ -321,7 +321,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
         edges = edges_of(t)
     check_inplace(t, edges)
     try:
-        t.data[key] = _dual.raw(value)
+        t.data[key] = _dual.raw(value) if type(value) is Tensor else checked_fill(value, t.dtype)
     except ValueError as exc:
         shape = list(getattr(value, "shape", ()))
         raise RuntimeError(
@@ -513,7 +513,7 @@ def _mask_and_value(t: Tensor, mask: Tensor, value: Any) -> tuple[Any, Any, Tens
             f"masked_fill(): argument 'value' must be a Number or a 0-d Tensor, not "
             f"{type(value).__name__}"
         )
-    return mask.data, dtype.type(value), None
+    return mask.data, dtype.type(checked_fill(value, dtype)), None
 
 
 def _broadcast_error(a: tuple[int, ...], b: tuple[int, ...]) -> RuntimeError:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor, scalar_type_name
+from .._tensor import Tensor, checked_fill, scalar_type_name
 from ..grad_mode import _grad_enabled, no_grad
 from ..graph._node import Node
 from . import _dual
@@ -47,6 +47,7 @@ from .arithmetic import (
     PowBackward1,
     SubBackward0,
     check_sub_bool,
+    wrap_int,
 )
 from .arithmetic import pow as _pow
 from .views import (
@@ -79,9 +80,11 @@ def check_inplace(t: Tensor, edges: _Edges) -> None:
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation."
         )
-    # also a view made before its leaf began to require grad (PyTorch's view requires grad)
-    if (base is not None and base.grad_fn is None and base._rg
-            and (edges is not None or _grad_enabled.get())):
+    # also a view made before its leaf began to require grad (PyTorch's view requires
+    # grad), and a view with history whose base has become a leaf (``base.detach_()``)
+    if base is not None and base.grad_fn is None and (
+            base._rg and (edges is not None or _grad_enabled.get())
+            or t._rg and edges is not None):
         raise RuntimeError(
             "a view of a leaf Variable that requires grad is being used in an "
             "in-place operation."
@@ -178,7 +181,7 @@ def add_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         other = scalar_or_tensor(other, t) * alpha
     operand, _, edges = _prepare(t, other)
-    t.device.xp.add(t.data, operand, out=t.data, casting="unsafe")
+    t.device.xp.add(t.data, wrap_int(t.data, operand), out=t.data, casting="unsafe")
     return commit_inplace(t, None if edges is None else AddBackward0(edges))
 
 
@@ -188,7 +191,7 @@ def sub_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         other = scalar_or_tensor(other, t) * alpha
     operand, _, edges = _prepare(t, other)
-    t.device.xp.subtract(t.data, operand, out=t.data, casting="unsafe")
+    t.device.xp.subtract(t.data, wrap_int(t.data, operand), out=t.data, casting="unsafe")
     return commit_inplace(t, None if edges is None else SubBackward0(edges))
 
 
@@ -201,7 +204,7 @@ def mul_(t: Tensor, other: Any) -> Tensor:
         node.scalar = operand if other_t is None else None
         node.other = save(other_t) if other_t is not None and edges[0] is not None else None
         node.self_ = save(_old_value(t)) if other_t is not None and edges[1] is not None else None
-    t.device.xp.multiply(t.data, operand, out=t.data, casting="unsafe")
+    t.device.xp.multiply(t.data, wrap_int(t.data, operand), out=t.data, casting="unsafe")
     return commit_inplace(t, node)
 
 
@@ -253,7 +256,8 @@ def _bitwise_(name: str) -> Any:
         if rt.kind not in "biu":
             raise NotImplementedError(
                 f"\"{name}_{t.device.type}\" not implemented for '{scalar_type_name(rt)}'")
-        getattr(t.device.xp, name)(t.data, operand, out=t.data, casting="unsafe")
+        getattr(t.device.xp, name)(t.data, wrap_int(t.data, operand), out=t.data,
+                                   casting="unsafe")
         return commit_inplace(t, None)
 
     bitwise_.__name__ = name + "_"
@@ -324,7 +328,7 @@ def fill_(t: Tensor, value: Any) -> Tensor:
         raise TypeError(f"fill_(): argument 'value' must be a number, not {type(value).__name__}")
     edges = edges_of(t)
     check_inplace(t, edges)
-    t.data.fill(value)
+    t.data.fill(checked_fill(value, t.data.dtype))
     return commit_inplace(t, None if edges is None else FillBackward2(edges))
 
 
