@@ -895,3 +895,32 @@ async def test_inline_limits_can_send_every_graph_to_the_workers(workers_only, l
     assert loop_wakes == [1]
     with pytest.raises(ValueError, match="max_nodes must be a non-negative int"):
         ag.engine.set_inline_limits(max_nodes=-1)
+
+
+_SAVING_OPS = {
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "pow": lambda a, b: a**b,
+    "mm": lambda a, b: a @ b,
+    "bmm": lambda a, b: a[None].bmm(b[None]),
+    "dot": lambda a, b: a[0].dot(b[0]),
+    "mv": lambda a, b: a.mv(b[0]),
+    "maximum": lambda a, b: a.maximum(b),
+    "clamp": lambda a, b: a.clamp(min=b, max=b + 1),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_SAVING_OPS))
+def test_saved_tensor_pack_hooks_see_the_tensors_in_pytorchs_order(op):
+    torch = pytest.importorskip("torch")
+
+    def packed(lib, hooks):
+        a = lib.tensor(np.full((2, 2), 1.5), requires_grad=True)
+        b = lib.tensor(np.full((2, 2), 2.5), requires_grad=True)
+        order = []
+        with hooks(lambda t: order.append(float(t.detach().numpy().flat[0])) or t, lambda t: t):
+            _SAVING_OPS[op](a, b)
+        return order
+
+    assert packed(ag, ag.saved_tensors_hooks) == packed(
+        torch, torch.autograd.graph.saved_tensors_hooks)

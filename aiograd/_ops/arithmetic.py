@@ -350,8 +350,9 @@ def div(a: Tensor, b: Any) -> Tensor:
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
+        other = save(b)  # before self_: PyTorch's order of saving
         self_ = save(a) if edges[1] is not None else None
-        return record(_div_node(edges, self_, save(b), None, None), data, dev)
+        return record(_div_node(edges, self_, other, None, None), data, dev)
     x = a.data if a.data.dtype.kind not in "biu" else a.data.astype(_FLOAT32)
     data = x / b if b != 0 else _divide(x, b)
     edges = edges_with_number(a)
@@ -532,8 +533,8 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
         if edges is None:
             return plain(data, dev)
         node = PowBackward1(edges)
+        node.exponent = save(e)  # PyTorch's order of saving (pack hooks see it)
         node.self_ = save(a)
-        node.exponent = save(e)
         out = record(node, data, dev)
         node.result = save(out, is_output=True)
         return out

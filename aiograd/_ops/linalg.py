@@ -203,8 +203,12 @@ def matmul(a: Tensor, b: Any) -> Tensor:
         return plain(data, dev)
     node_cls = _NODES.get((ad.ndim, bd.ndim), UnsafeViewBackward0)
     node = node_cls(edges)
-    node.self_ = save(a) if edges[1] is not None else None
-    node.other = save(other) if edges[0] is not None else None
+    if node_cls is DotBackward0 or node_cls is MvBackward0:  # PyTorch's order of saving
+        node.self_ = save(a) if edges[1] is not None else None
+        node.other = save(other) if edges[0] is not None else None
+    else:
+        node.other = save(other) if edges[0] is not None else None
+        node.self_ = save(a) if edges[1] is not None else None
     if node_cls is MmBackward0:
         flags = bd.flags
         node.b_transposed = flags.f_contiguous and not flags.c_contiguous
@@ -260,8 +264,8 @@ def bmm(a: Tensor, mat2: Tensor) -> Tensor:
     if edges is None:
         return plain(data, dev)
     node = BmmBackward0(edges)
+    node.other = save(b) if edges[0] is not None else None  # PyTorch's order of saving
     node.self_ = save(a) if edges[1] is not None else None
-    node.other = save(b) if edges[0] is not None else None
     node.a_vec = node.b_vec = node.fold = False
     return record(node, data, dev)
 

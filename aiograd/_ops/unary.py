@@ -552,9 +552,9 @@ def _clamp_node(saved_a: Tensor, lo: Any, hi: Any, edges: Any,
     """The node of ``clamp(a, lo, hi)``; ``saved_a`` is ``a``'s value before the op."""
     if type(lo) is Tensor or type(hi) is Tensor:
         node = tensor_node(edges)
-        node.self_ = save(saved_a)
+        node.max = save(hi) if hi is not None else None  # PyTorch's order of saving
         node.min = save(lo) if lo is not None else None
-        node.max = save(hi) if hi is not None else None
+        node.self_ = save(saved_a)
         return node
     scalar = number_node(edges)
     scalar.saved = save(saved_a)
@@ -701,8 +701,8 @@ def _extremum(name: str, node_cls: type[MaximumBackward0]) -> Any:
         if edges is None:
             return plain(data, dev)
         node = node_cls(edges)
+        node.other = save(other)  # PyTorch's order of saving
         node.self_ = save(a)
-        node.other = save(other)
         return record(node, data, dev)
 
     extremum.__name__ = name
