@@ -23,6 +23,7 @@ import numpy
 from .._tensor import Tensor, scalar_type_name
 from ..grad_mode import no_grad
 from ..graph._node import Node
+from ..graph._saved import ERR_BACKWARD_TWICE
 from . import _dual
 from ._promote import result_type
 from ._record import (
@@ -240,6 +241,11 @@ def rsub(a: Tensor, b: Any) -> Tensor:
 
 # ---- mul / div ----
 
+# A released node's number operand: PyTorch saves it as a tensor and frees it with the
+# graph, so a second backward through ``x * 2`` or ``x / 2`` raises there too.
+_FREED = object()
+
+
 class MulBackward0(Node):
     """``a * b``; with a number ``b`` only ``scalar`` is kept."""
 
@@ -247,14 +253,19 @@ class MulBackward0(Node):
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
-        if self.scalar is not None:
-            return (g * self.scalar, None)
+        scalar = self.scalar
+        if scalar is not None:
+            if scalar is _FREED:
+                raise RuntimeError(ERR_BACKWARD_TWICE)
+            return (g * scalar, None)
         edges = self.next_edges
         ga = g * self.other.unpack(self, create_graph) if edges[0] is not None else None
         gb = g * self.self_.unpack(self, create_graph) if edges[1] is not None else None
         return (ga, gb)
 
     def release_variables(self) -> None:
+        if self.scalar is not None:
+            self.scalar = _FREED
         for saved in (self.self_, self.other):
             if saved is not None:
                 saved.release()
@@ -302,6 +313,8 @@ class DivBackward0(Node):
         g = grads[0]
         scalar = self.scalar
         if scalar is not None:
+            if scalar is _FREED:
+                raise RuntimeError(ERR_BACKWARD_TWICE)
             return (g / scalar if scalar != 0 else _divide(g, scalar), None)
         return self._by_tensor(g, create_graph)
 
@@ -319,6 +332,8 @@ class DivBackward0(Node):
         return (ga, gb)
 
     def release_variables(self) -> None:
+        if self.scalar is not None:
+            self.scalar = _FREED
         for saved in (self.self_, self.other):
             if saved is not None:
                 saved.release()
