@@ -929,11 +929,11 @@ def test_saved_tensor_pack_hooks_see_the_tensors_in_pytorchs_order(op):
 @pytest.mark.parametrize("op", ["mul", "div", "mul_"])
 def test_a_second_backward_through_a_product_with_a_number_raises_as_pytorchs(op):
     x = ag.ones(2, requires_grad=True)
-    y = {"mul": lambda: x * 3, "div": lambda: x / 3, "mul_": lambda: (x * 1).mul_(3)}[op]()
-    loss = y.sum()
+    make = {"mul": lambda: x * 3, "div": lambda: x / 3, "mul_": lambda: (x * 1).mul_(3)}[op]
+    loss = make().sum()
     loss.backward_sync()
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         loss.backward_sync()
-    kept = {"mul": lambda: x * 3, "div": lambda: x / 3, "mul_": lambda: (x * 1).mul_(3)}[op]().sum()
+    kept = make().sum()
     kept.backward_sync(retain_graph=True)
     kept.backward_sync()  # retained: the number is still there
