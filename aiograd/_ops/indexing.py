@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor, checked_fill, tensor
+from .._tensor import Tensor, checked_fill, cpp_type_name, tensor
 from ..devices import CPU
 from ..graph._node import Node
 from . import _dual
@@ -483,18 +483,12 @@ class MaskedFillBackward1(Node):
         )
 
 
-# The C type names some of PyTorch's messages print for a dtype.
-_C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
-                 "int64": "long int", "int32": "int", "int16": "short int",
-                 "int8": "signed char", "uint8": "unsigned char"}
-
-
 def _mask_and_value(t: Tensor, mask: Tensor, value: Any) -> tuple[Any, Any, Tensor | None]:
     """Checked ``masked_fill`` arguments: the mask's array, the value as a 0-d array or a
     NumPy scalar of ``t``'s dtype, and the value tensor (None for a number)."""
     check_same_device(t, tensor_arg(mask, "masked_fill", "mask", 1))
     if mask.data.dtype != numpy.bool_:
-        dtype = _C_TYPE_NAMES.get(mask.data.dtype.name, mask.data.dtype.name)
+        dtype = cpp_type_name(mask.data.dtype)
         raise RuntimeError(
             f"masked_fill_ only supports boolean masks, but got mask with dtype {dtype}"
         )

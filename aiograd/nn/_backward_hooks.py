@@ -56,7 +56,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._tensor import Tensor
+from .._tensor import Tensor, scalar_type_name
 from ..autograd import current_graph_task_id, queue_callback
 from ..function import Function
 from ..grad_mode import is_grad_enabled
@@ -234,10 +234,8 @@ def _check_replacement(new: Any, old: Any) -> None:
 
 def _legacy_type(t: Tensor) -> str:
     """PyTorch's legacy type name of ``t`` (``torch.FloatTensor``, ``torch.cuda.LongTensor``)."""
-    names = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "Char",
-             "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool"}
     where = "torch." if t.device.type == "cpu" else f"torch.{t.device.type}."
-    return f"{where}{names.get(t.dtype.name, t.dtype.name)}Tensor"
+    return f"{where}{scalar_type_name(t.dtype)}Tensor"
 
 
 def _spread(grads: Sequence[Any], positions: tuple[int, ...], size: int) -> tuple[Any, ...]:
