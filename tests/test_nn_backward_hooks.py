@@ -480,3 +480,94 @@ def test_concurrent_passes_through_one_graph_keep_their_own_grad_output():
     order = sorted(range(2), key=lambda i: float(log[i][1][0][0, 0]))
     _same([log[i] for i in order], sorted(t_log, key=lambda e: float(e[1][0][0, 0])))
 
+
+
+# ---- register_backward_hook (deprecated): a post-hook on the output's grad_fn ----
+
+def _legacy_program(forward: Callable[[Any, Any, Any], Any], replace: bool = False,
+                    weight: Callable[[Any], Any] | None = None) -> Callable[[Any], Any]:
+    """A module running ``forward(lib, x, y)`` on non-leaf inputs, with one legacy hook
+    that logs (and with ``replace`` doubles) grad_input; the program returns the log,
+    the warnings of the call and the leaves' gradients."""
+
+    def program(lib: Any) -> Any:
+        class M(lib.nn.Module):
+            def forward(self, x: Any, y: Any) -> Any:
+                return forward(lib, x, y)
+
+        m, log = M(), []
+
+        def hook(module: Any, grad_input: Any, grad_output: Any) -> Any:
+            log.append((module is m, _np(grad_input), _np(grad_output)))
+            return tuple(None if g is None else g * 2 for g in grad_input) if replace else None
+
+        m.register_backward_hook(hook)
+        a = lib.tensor(X[0], requires_grad=True)
+        b = lib.tensor(X[1], requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = m(a * 1, b * 1)
+        first = out["out"] if isinstance(out, dict) else out[0] if isinstance(out, tuple) else out
+        loss = (first * (lib.tensor(W1[0]) if first.ndim else 1.0)).sum()
+        _backward(lib, loss)
+        messages = [(w.category, str(w.message)) for w in caught]
+        return log, messages, _np(a.grad), _np(b.grad)
+
+    return program
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["observe", "replace"])
+def test_legacy_backward_hook_sees_the_output_node(replace: bool) -> None:
+    _run_both(_legacy_program(lambda lib, x, y: x * y, replace))
+
+
+@pytest.mark.parametrize("forward", [
+    lambda lib, x, y: (x * y).sum(0),  # several nodes: grad_input misses the inputs
+    lambda lib, x, y: {"out": x * y},  # not a Tensor or a tuple of Tensors
+    lambda lib, x, y: (x * y, x + y),  # outputs of different nodes
+], ids=["several_nodes", "dict_output", "two_nodes_out"])
+def test_legacy_backward_hook_warns_where_it_misses_gradients(forward: Any) -> None:
+    _run_both(_legacy_program(forward))
+
+
+def test_legacy_backward_hook_warns_for_a_non_tensor_input() -> None:
+    def program(lib: Any) -> Any:
+        class Scale(lib.nn.Module):
+            def forward(self, x: Any, factor: float) -> Any:
+                return x * factor
+
+        m = Scale()
+        m.register_backward_hook(lambda module, gi, go: None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m(lib.tensor(X[0], requires_grad=True) * 1, 2.0)
+        return [(w.category, str(w.message)) for w in caught]
+
+    _run_both(program)
+
+
+def test_legacy_backward_hook_removed_is_not_called() -> None:
+    def program(lib: Any) -> Any:
+        lin, log = _linear(lib, W1, B1), []
+        handle = lin.register_backward_hook(lambda m, gi, go: log.append(1))
+        handle.remove()
+        _backward(lib, lin(lib.tensor(X)).sum())
+        return log, _np(lin.weight.grad)
+
+    _run_both(program)
+
+
+@pytest.mark.parametrize("first", ["legacy", "full"])
+def test_legacy_and_full_backward_hooks_do_not_mix(first: str) -> None:
+    """PyTorch's rule holds even after the first kind's hook was removed."""
+
+    def program(lib: Any) -> Any:
+        lin = _linear(lib, W1, B1)
+        kinds = {"legacy": lin.register_backward_hook, "full": lin.register_full_backward_hook}
+        kinds[first](lambda m, gi, go: None).remove()
+        other = kinds["full" if first == "legacy" else "legacy"]
+        with pytest.raises(RuntimeError) as info:
+            other(lambda m, gi, go: None)
+        return str(info.value)
+
+    _run_both(program)

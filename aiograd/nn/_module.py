@@ -26,18 +26,19 @@ Note [Parameters are plain tensors]
 
 Note [Module hooks]
     ``register_forward_pre_hook``, ``register_forward_hook``,
-    ``register_full_backward_pre_hook`` and ``register_full_backward_hook``
-    add to one list per module, ``_call_hooks``, holding all four kinds in
-    registration order (``prepend`` inserts at the front, so before the
-    hooks of its kind), so ``__call__`` pays a single emptiness test when no
-    hook is registered. Each registration is a fresh ``_ModuleHook`` compared
-    by identity, so a handle removes exactly its own entry even when the same
-    function is registered twice. A call works on a snapshot of the list: a
-    hook added or removed during the call (even by a hook) takes effect from
-    the next call, and the backward hooks of a call are those of its
-    snapshot (See Note [Module backward hooks] in ``_backward_hooks``). List
-    append, insert, remove and copy are atomic under the GIL, so hooks may
-    be registered from any thread.
+    ``register_full_backward_pre_hook``, ``register_full_backward_hook`` and
+    the deprecated ``register_backward_hook`` add to one list per module,
+    ``_call_hooks``, holding all five kinds in registration order
+    (``prepend`` inserts at the front, so before the hooks of its kind), so
+    ``__call__`` pays a single emptiness test when no hook is registered.
+    Each registration is a fresh ``_ModuleHook`` compared by identity, so a
+    handle removes exactly its own entry even when the same function is
+    registered twice. A call works on a snapshot of the list: a hook added
+    or removed during the call (even by a hook) takes effect from the next
+    call, and the backward hooks of a call are those of its snapshot (See
+    Note [Module backward hooks] in ``_backward_hooks``). List append,
+    insert, remove and copy are atomic under the GIL, so hooks may be
+    registered from any thread.
 
 Module methods run on whatever thread or task calls them; a module is not
 locked. Do not change a module's parameters (``to``, ``load_state_dict``,
@@ -143,10 +144,11 @@ _FORWARD_PRE = "forward_pre"
 _FORWARD = "forward"
 _BACKWARD_PRE = "backward_pre"
 _BACKWARD = "backward"
+_BACKWARD_LEGACY = "backward_legacy"  # register_backward_hook: a post-hook on one node
 
 
 class _ModuleHook:
-    """One registration of a module hook of one of the four kinds.
+    """One registration of a module hook of one of the five kinds.
 
     Compared by identity (see Note [Module hooks]); ``with_kwargs`` is only
     ever True for forward pre-hooks and forward hooks, ``always_call`` only
@@ -188,6 +190,9 @@ class Module:
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "_call_hooks", [])
+        # True once a full backward hook was registered, False once a legacy one was:
+        # the two kinds never mix on one module (PyTorch's rule, kept after removal).
+        object.__setattr__(self, "_is_full_backward_hook", None)
 
     forward: Callable[..., Any]
 
@@ -264,7 +269,31 @@ class Module:
         None. Runs on the thread running the backward pass, in the caller's context.
         See Note [Module backward hooks].
         """
+        self._backward_hook_kind(full=True)
         return self._add_call_hook(_ModuleHook(hook, _BACKWARD), prepend)
+
+    def register_backward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Deprecated (as in PyTorch): use :meth:`register_full_backward_hook`.
+
+        At each call, ``hook(module, grad_input, grad_output)`` becomes a post-hook
+        of the ``grad_fn`` of the module's first output Tensor: ``grad_input`` are
+        the gradients that one node returns and ``grad_output`` those it receives,
+        so they describe the module only when its forward is a single node (a
+        FutureWarning says when it is not). A non-None result replaces
+        ``grad_input``. A module takes either these hooks or full backward hooks.
+        """
+        self._backward_hook_kind(full=False)
+        return self._add_call_hook(_ModuleHook(hook, _BACKWARD_LEGACY), False)
+
+    def _backward_hook_kind(self, full: bool) -> None:
+        """Record that ``full`` (or legacy) backward hooks are used; the other kind raises."""
+        self._check_init("hooks")
+        if self.__dict__.get("_is_full_backward_hook") is (not full):
+            raise RuntimeError(
+                "Cannot use both regular backward hooks and full backward hooks on a "
+                "single Module. Please use only one of them."
+            )
+        object.__setattr__(self, "_is_full_backward_hook", full)
 
     def _add_call_hook(self, entry: _ModuleHook, prepend: bool) -> RemovableHandle:
         self._check_init("hooks")
@@ -763,8 +792,68 @@ def _run_forward_hooks(module: Module, hooks: list[_ModuleHook], args: tuple[Any
         _run_always_call_hooks(module, hooks, args, kwargs, output, started)
         raise
     if backward is not None:
-        return backward.wrap_outputs(output)
+        output = backward.wrap_outputs(output)
+    legacy = [h.fn for h in hooks if h.kind == _BACKWARD_LEGACY]
+    if legacy:
+        _register_legacy_backward_hooks(module, legacy, args, output)
     return output
+
+
+def _register_legacy_backward_hooks(module: Module, legacy: list[Callable[..., Any]],
+                                    args: tuple[Any, ...], output: Any) -> None:
+    """``register_backward_hook``'s hooks as post-hooks of the grad_fn of ``output``'s
+    first Tensor (found as PyTorch does: a dict's first Tensor value, else item 0),
+    with PyTorch's FutureWarnings where that node does not cover the module."""
+    var = output
+    while not isinstance(var, Tensor):
+        if isinstance(var, dict):
+            var = next(v for v in var.values() if isinstance(v, Tensor))
+        else:
+            var = var[0]
+    grad_fn = var.grad_fn
+    if grad_fn is None:
+        return
+    for fn in legacy:
+        grad_fn.register_hook(
+            lambda grad_input, grad_output, fn=fn: fn(module, grad_input, grad_output))
+    _warn_partial_legacy_hooks(args, output, grad_fn)
+
+
+_LEGACY_REMOVAL = "is deprecated and will be removed in future versions. This hook will be missing"
+_USE_FULL = "Please use register_full_backward_hook to get the documented behavior."
+
+
+def _warn_partial_legacy_hooks(args: tuple[Any, ...], output: Any, grad_fn: Any) -> None:
+    """PyTorch's FutureWarnings for a legacy backward hook that will not see all of the
+    module's gradients (``_maybe_warn_non_full_backward_hook``)."""
+    if isinstance(output, Tensor):
+        output = (output,)
+    elif not (isinstance(output, tuple) and all(isinstance(r, Tensor) for r in output)):
+        message = ("Using non-full backward hooks on a Module that does not return a single "
+                   f"Tensor or a tuple of Tensors {_LEGACY_REMOVAL} some of the grad_output. "
+                   f"{_USE_FULL}")
+        warnings.warn(message, FutureWarning, stacklevel=4)
+        return
+    if not all(isinstance(a, Tensor) for a in args):
+        message = ("Using non-full backward hooks on a Module that does not take as input a "
+                   f"single Tensor or a tuple of Tensors {_LEGACY_REMOVAL} some of the "
+                   f"grad_input. {_USE_FULL}")
+        warnings.warn(message, FutureWarning, stacklevel=4)
+        return
+    out_fns = {r.grad_fn for r in output if r.grad_fn is not None}
+    if not out_fns or (len(out_fns) == 1 and grad_fn not in out_fns):
+        message = ("Using a non-full backward hook when outputs are nested in python data "
+                   f"structure {_LEGACY_REMOVAL} some grad_output.")
+    elif len(out_fns) > 1:
+        message = ("Using a non-full backward hook when outputs are generated by different "
+                   f"autograd Nodes {_LEGACY_REMOVAL} some grad_output. {_USE_FULL}")
+    elif {a.grad_fn for a in args if a.grad_fn is not None} != {
+            fn for fn, _ in grad_fn.next_functions}:
+        message = ("Using a non-full backward hook when the forward contains multiple "
+                   f"autograd Nodes {_LEGACY_REMOVAL} some grad_input. {_USE_FULL}")
+    else:
+        return
+    warnings.warn(message, FutureWarning, stacklevel=4)
 
 
 def _run_always_call_hooks(module: Module, hooks: list[_ModuleHook], args: tuple[Any, ...],
