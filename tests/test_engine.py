@@ -937,3 +937,18 @@ def test_a_second_backward_through_a_product_with_a_number_raises_as_pytorchs(op
     kept = make().sum()
     kept.backward_sync(retain_graph=True)
     kept.backward_sync()  # retained: the number is still there
+
+
+def test_sequence_nr_orders_nodes_by_creation_and_leaves_last_as_pytorch():
+    torch = pytest.importorskip("torch")
+
+    def numbers(lib):
+        x = lib.tensor(np.array([1.0, 2.0]), requires_grad=True)
+        y = (x * 2).exp()
+        z = y.sum()
+        mul = y.grad_fn.next_functions[0][0]
+        acc = mul.next_functions[0][0]
+        return (mul._sequence_nr() < y.grad_fn._sequence_nr() < z.grad_fn._sequence_nr(),
+                acc._sequence_nr())
+
+    assert numbers(ag) == numbers(torch) == (True, 2**64 - 1)

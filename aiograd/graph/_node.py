@@ -182,6 +182,10 @@ class Node:
 
     # ---- introspection (PyTorch's names) ----
 
+    def _sequence_nr(self) -> int:
+        """The creation order the engine runs ready nodes by (later first), as PyTorch's."""
+        return self.sequence_nr
+
     @property
     def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
         return tuple((None, 0) if e is None else e for e in self.next_edges)
@@ -357,6 +361,10 @@ class AccumulateGrad(Node):
 
     def name(self) -> str:
         return "AccumulateGrad"
+
+    def _sequence_nr(self) -> int:
+        """PyTorch's value for a leaf's node: the largest uint64 (it runs first)."""
+        return (1 << 64) - 1
 
 
 def _dense_writeable(array: Any) -> bool:
