@@ -599,3 +599,28 @@ def _plain_then_named(mod: Any, model: Any) -> Any:
 def test_named_and_unnamed_parameters_do_not_mix(program):
     m, tm = _models()
     _same_error(lambda: program(ag, m), lambda: program(torch, tm))
+
+
+# ---- load_state_dict's result, half(), to(tensor) ----
+
+def test_load_state_dict_result_prints_as_torch() -> None:
+    printed = []
+    for lib in (ag, torch):
+        m = lib.nn.Linear(2, 2)
+        full = m.load_state_dict(m.state_dict())
+        partial = m.load_state_dict({"weight": m.weight.detach()}, strict=False)
+        printed.append((repr(full), str(full), repr(partial), partial.missing_keys))
+    assert printed[0] == printed[1]
+    assert printed[0][0] == "<All keys matched successfully>"
+
+
+def test_module_half_and_to_a_tensor_take_dtypes_as_torch() -> None:
+    seen = []
+    for lib in (ag, torch):
+        m = lib.nn.Linear(2, 2)
+        dtypes = [str(m.half().weight.dtype).replace("torch.", "")]
+        dtypes.append(str(m.to(lib.tensor(np.zeros(1))).weight.dtype).replace("torch.", ""))
+        with pytest.raises(TypeError, match="nn.Module.to only accepts floating point"):
+            m.to(lib.tensor(np.zeros(1, np.int64)))
+        seen.append(dtypes)
+    assert seen[0] == seen[1] == ["float16", "float64"]

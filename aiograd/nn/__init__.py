@@ -4,12 +4,13 @@ Small on purpose: enough for real training loops with ``await loss.backward()``.
 ``aiograd.nn.functional`` holds the functional forms (``linear``, ``relu``,
 ``sigmoid``, ``tanh``, ``softmax``, ``log_softmax``, ``mse_loss``,
 ``cross_entropy``, ``nll_loss``, ``dropout``, ``embedding``, ``layer_norm``,
-``leaky_relu``, ``gelu``, ``l1_loss``). See docs/nn.md.
+``leaky_relu``, ``gelu``, ``l1_loss``); ``aiograd.nn.utils`` gradient clipping
+(``clip_grad_norm_``, ``clip_grad_value_``). See docs/nn.md.
 """
 
 from __future__ import annotations
 
-from . import functional, init
+from . import functional, init, utils
 from ._layers import (
     GELU,
     Dropout,
@@ -60,4 +61,5 @@ __all__ = [
     "Tanh",
     "functional",
     "init",
+    "utils",
 ]

@@ -51,9 +51,9 @@ import copyreg
 import inspect
 import warnings
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy
 
@@ -134,9 +134,17 @@ class Parameter(metaclass=_ParameterMeta):
 
 # ---- module ----
 
-class _IncompatibleKeys(NamedTuple):
-    missing_keys: list[str]
-    unexpected_keys: list[str]
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """``load_state_dict``'s result, printed as PyTorch's."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 
 # The kinds of module hooks (_ModuleHook.kind).
@@ -702,12 +710,15 @@ class Module:
     # ---- devices and dtypes ----
 
     def to(self, device: Any = None, dtype: Any = None) -> Module:
-        """Move parameters, their grads and buffers to ``device`` and/or cast floats to ``dtype``.
+        """Move parameters, their grads and buffers to ``device`` and/or cast floats to ``dtype``
+        (``to(tensor)``: that tensor's device and dtype).
 
         Works in place (as PyTorch's ``Module.to``): each tensor keeps its
         identity and gets a new array, so optimizers keep working.
         """
-        if isinstance(device, (numpy.dtype, type)) and dtype is None:
+        if isinstance(device, Tensor):  # to(tensor): that tensor's device, and its dtype
+            device, dtype = device.device, device.dtype
+        elif isinstance(device, (numpy.dtype, type)) and dtype is None:
             device, dtype = None, device
         dev = None if device is None else devices.device(device)
         dt = None if dtype is None else numpy.dtype(dtype)
@@ -732,6 +743,9 @@ class Module:
 
     def float(self) -> Module:
         return self.to(dtype=numpy.float32)
+
+    def half(self) -> Module:
+        return self.to(dtype=numpy.float16)
 
     # ---- printing ----
 
