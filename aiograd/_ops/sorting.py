@@ -1,0 +1,574 @@
+"""Sorting and scans: ``sort argsort topk kthvalue median nanmedian`` and ``cumprod cummax
+cummin logcumsumexp``.
+
+Order is PyTorch's: NaN sorts above every number, so an ascending sort puts the NaNs
+last and a descending one first. Sorts are always stable (``stable=False`` included),
+which fixes the index returned among ties: the first in sort order, where PyTorch's
+quickselect (``kthvalue``, ``median(dim)``) or partial sort (``topk``) may pick another.
+
+The ops returning ``(values, indices)`` send the gradient of each value to the position
+its index names; ``cummax``/``cummin`` add up the gradients of repeated indices. These
+formulas are linear in the gradient and do not read the input, so the second derivative
+with respect to the input is zero, as in PyTorch. Scans (``cummax``, ``cummin``, the
+zeros case of ``cumprod``'s gradient, and ``logcumsumexp`` off NumPy) combine shifted
+slices in ``log2(n)`` vectorized steps (Hillis-Steele), with elementwise ops only.
+See Note [Dual backward formulas] and Note [Silent singular points].
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy
+
+from .._tensor import Tensor, int64, scalar_type_name
+from ..graph._node import Node
+from . import _dual
+from ._record import edges_of, plain, record, save
+from .indexing import index_scatter_add
+from .joining import cat
+from .reductions import (
+    MaxBackward0,
+    MaxBackward1,
+    ValuesIndices,
+    _abs,
+    _cast_dtype,
+    _cumsum,
+    _flip,
+    as_array,
+    normalize_dim,
+)
+
+__all__ = ["sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "cumprod", "cummax",
+           "cummin", "logcumsumexp"]
+
+_ABSENT: Any = object()  # an argument not passed: PyTorch picks another overload
+
+
+# ---- helpers ----
+
+def _part(x: Any, dim: int, start: int, stop: int) -> Any:
+    """``x[start:stop]`` along ``dim`` (a view; recorded for a Tensor)."""
+    return x[(slice(None),) * dim + (slice(start, stop),)]
+
+
+def _cat(parts: list[Any], dim: int) -> Any:
+    """Arrays or Tensors (all of one kind) joined along ``dim``."""
+    if type(parts[0]) is Tensor:
+        return cat(parts, dim)
+    return _dual.xp_of(parts[0]).concatenate(parts, axis=dim)
+
+
+def _positions_key(idx: Any, dim: int) -> tuple[Any, ...]:
+    """The advanced key that picks, in every slice along ``dim``, the positions ``idx``:
+    ``x[key]`` is ``take_along_axis(x, idx, dim)``."""
+    xp = _dual.xp_of(idx)
+    ndim = idx.ndim
+    return tuple(
+        idx if i == dim else xp.arange(n).reshape((1,) * i + (n,) + (1,) * (ndim - i - 1))
+        for i, n in enumerate(idx.shape)
+    )
+
+
+def _sort_order(x: Any, dim: int, descending: bool = False) -> Any:
+    """int64 indices that sort ``x`` (ndim >= 1) stably along ``dim``, NaNs as the largest.
+
+    Descending: the stable ascending order of ``x`` reversed, read backwards, so equal
+    elements keep their input order in both directions.
+    """
+    xp = _dual.xp_of(x)
+    if not descending:
+        return xp.argsort(x, axis=dim, kind="stable").astype(int64, copy=False)
+    backwards = xp.argsort(_flip(x, dim), axis=dim, kind="stable").astype(int64, copy=False)
+    return (x.shape[dim] - 1) - _flip(backwards, dim)
+
+
+def _on_device(host: Any, device: Any) -> Any:
+    """A NumPy array copied to ``device`` (new arrays of a forward go there, not to the
+    thread's current device)."""
+    return device.backend.from_host(host, device.index)
+
+
+def _scalar_pair(a: Tensor) -> tuple[Any, Any]:
+    """The ``(values, indices)`` of a 0-d input: itself, at index 0."""
+    return a.data.copy(), _on_device(numpy.zeros((), dtype=int64), a.device)
+
+
+def _with_history(a: Tensor, values: Any, idx: Any, node_cls: type, dim: int,
+                  keepdim: bool = True) -> ValuesIndices:
+    """``(values, indices)`` as tensors; ``values`` records ``node_cls`` (which sends the
+    gradient to ``indices``) when ``a`` requires grad."""
+    values, indices = as_array(values), plain(as_array(idx), a.device)
+    edges = edges_of(a)
+    if edges is None:
+        return ValuesIndices(plain(values, a.device), indices)
+    node = node_cls(edges)
+    node.indices = save(indices)
+    node.dim = dim
+    node.keepdim = keepdim
+    node.self_shape = a.shape
+    return ValuesIndices(record(node, values, a.device), indices)
+
+
+def _int_arg(fn: str, value: Any, name: str, position: int) -> int:
+    """``value``, which must be an int (not a bool); else PyTorch's TypeError."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be int, not "
+                        f"{type(value).__name__}")
+    return value
+
+
+def _not_for_bool(kernel: str, x: Any) -> None:
+    """PyTorch's error for a bool input to an op whose ``kernel`` has no bool version."""
+    if x.dtype.kind == "b":
+        raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+
+
+# ---- sort / argsort / topk ----
+
+class SortBackward0(MaxBackward0):
+    """The gradient of each value goes to the position its index names (PyTorch's
+    ``value_selecting_reduction_backward``): ``zeros(self_shape)`` with ``g`` put at
+    ``indices`` along ``dim``.
+
+    The fields of ``max(dim)``'s node; ``indices`` has the shape of the result (``keepdim``
+    is always true). ``unique`` is true when no index repeats within a slice (sort,
+    topk); otherwise repeated gradients add up.
+    """
+
+    __slots__ = ()
+    unique = True
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if not self.self_shape:  # a 0-d input is its own result
+            return (g,)
+        key = _positions_key(self.indices.unpack(self, False), self.dim)
+        label = "ScatterBackward0" if self.unique else "ScatterAddBackward0"
+        return (index_scatter_add(g, self.self_shape, key, self.unique, label),)
+
+
+class SortBackward1(SortBackward0):
+    """``sort(stable=...)``."""
+
+    __slots__ = ()
+
+
+class TopkBackward0(SortBackward0):
+    __slots__ = ()
+
+
+def sort(a: Tensor, dim: int = -1, descending: bool = False, *,
+         stable: Any = _ABSENT) -> ValuesIndices:
+    """``(values, indices)``: ``a`` sorted along ``dim`` and where each value came from.
+
+    NaN sorts above every number. The sort is always stable (ties keep their input
+    order), whatever ``stable`` says; passing ``stable`` names the node SortBackward1,
+    as PyTorch's overload does.
+    """
+    x = a.data
+    d = normalize_dim(dim, x.ndim)
+    if x.ndim == 0:
+        values, idx = _scalar_pair(a)
+    else:
+        idx = _sort_order(x, d, descending)
+        values = a.device.xp.take_along_axis(x, idx, axis=d)
+    node_cls = SortBackward0 if stable is _ABSENT else SortBackward1
+    return _with_history(a, values, idx, node_cls, d)
+
+
+def argsort(a: Tensor, dim: int = -1, descending: bool = False, *,
+            stable: bool = False) -> Tensor:
+    """The int64 indices of :func:`sort` (stable, NaN as the largest); no gradient."""
+    x = a.data
+    d = normalize_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return plain(_scalar_pair(a)[1], a.device)
+    return plain(as_array(_sort_order(x, d, descending)), a.device)
+
+
+def topk(a: Tensor, k: int, dim: int = -1, largest: bool = True,
+         sorted: bool = True) -> ValuesIndices:  # noqa: A002
+    """``(values, indices)`` of the ``k`` largest (``largest=False``: smallest) elements
+    along ``dim``, in sorted order; NaN counts as the largest.
+
+    ``sorted=False`` returns them sorted too (PyTorch leaves the order unspecified). A
+    0-d input is its own result for ``k`` 0 or 1, as in PyTorch.
+    """
+    k = _int_arg("topk", k, "k", 2)
+    x = a.data
+    if x.dtype.kind == "b":
+        raise RuntimeError("topk does not support bool dtypes on CPU")
+    d = normalize_dim(dim, x.ndim)
+    if not 0 <= k <= (x.shape[d] if x.ndim else 1):
+        raise RuntimeError("selected index k out of range")
+    if x.ndim == 0:
+        values, idx = _scalar_pair(a)
+    else:
+        idx = _part(_sort_order(x, d, descending=largest), d, 0, k)
+        values = a.device.xp.take_along_axis(x, idx, axis=d)
+    return _with_history(a, values, idx, TopkBackward0, d)
+
+
+# ---- kthvalue / median ----
+
+class KthvalueBackward0(MaxBackward0):
+    """The gradient goes to the index returned (``max(dim)``'s formula)."""
+
+    __slots__ = ()
+
+
+class MedianBackward1(MaxBackward0):
+    """``median(dim)``: the gradient goes to the index returned."""
+
+    __slots__ = ()
+
+
+class NanmedianBackward1(MedianBackward1):
+    __slots__ = ()
+
+
+class MedianBackward0(MaxBackward1):
+    """Full median: the gradient is split evenly among the elements equal to the median
+    (among the NaNs when it is NaN), PyTorch's ``evenly_distribute_backward``."""
+
+    __slots__ = ()
+
+
+class NanmedianBackward0(MedianBackward0):
+    __slots__ = ()
+
+
+def _check_reduced_dim(fn: str, x: Any, d: int) -> None:
+    if x.ndim and x.shape[d] == 0:
+        raise IndexError(f"{fn}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _at_rank(a: Tensor, d: int, rank: Any, keepdim: bool, node_cls: type) -> ValuesIndices:
+    """``(values, indices)`` of the element at position ``rank`` (an int, or an int array
+    of the kept-dims shape) of each slice along ``d`` sorted stably ascending."""
+    x = a.data
+    if x.ndim == 0:
+        values, idx = _scalar_pair(a)
+    else:
+        xp = a.device.xp
+        order = _sort_order(x, d)
+        if isinstance(rank, int):
+            idx = _part(order, d, rank, rank + 1)
+        else:
+            idx = xp.take_along_axis(order, rank, axis=d)
+        values = xp.take_along_axis(x, idx, axis=d)
+        if not keepdim:
+            idx, values = idx.squeeze(d), values.squeeze(d)
+    return _with_history(a, values, idx, node_cls, d, keepdim)
+
+
+def kthvalue(a: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+    """``(values, indices)`` of the ``k``-th smallest element (from 1) along ``dim``; NaN
+    counts as the largest. Among equal elements, the index is the first in sort order."""
+    k = _int_arg("kthvalue", k, "k", 2)
+    x = a.data
+    _not_for_bool("kthvalue_cpu", x)
+    d = normalize_dim(dim, x.ndim)
+    _check_reduced_dim("kthvalue", x, d)
+    if not 1 <= k <= (x.shape[d] if x.ndim else 1):
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    return _at_rank(a, d, k - 1, keepdim, KthvalueBackward0)
+
+
+def _median_rank(x: Any, d: int, ignore_nan: bool) -> Any:
+    """Per slice along ``d``, the position in the stable ascending order (NaNs last, in
+    input order) of the lower median: of all elements, or of the numbers only when
+    ``ignore_nan``. A slice with NaNs has its first NaN as median unless ``ignore_nan``;
+    an all-NaN one always does."""
+    n = x.shape[d]
+    if x.dtype.kind != "f":
+        return (n - 1) // 2
+    xp = _dual.xp_of(x)
+    nans = xp.isnan(x).sum(axis=d, keepdims=True)
+    if ignore_nan:
+        return xp.maximum(n - nans - 1, 0) // 2
+    return xp.where(nans > 0, n - nans, (n - 1) // 2)
+
+
+def _median(a: Tensor, dim: Any, keepdim: Any, ignore_nan: bool) -> Any:
+    name = "nanmedian" if ignore_nan else "median"
+    x = a.data
+    if dim is not _ABSENT:
+        d = normalize_dim(dim, x.ndim)
+        _not_for_bool("median_out", x)
+        _check_reduced_dim("median", x, d)
+        keep = False if keepdim is _ABSENT else keepdim
+        rank = _median_rank(x, d, ignore_nan) if x.ndim else 0
+        return _at_rank(a, d, rank, keep,
+                        NanmedianBackward1 if ignore_nan else MedianBackward1)
+    if keepdim is not _ABSENT:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "dim"')
+    _not_for_bool("median_cpu", x)
+    flat = x.reshape(-1)
+    if flat.size == 0:
+        empty = math.nan if x.dtype.kind == "f" else numpy.iinfo(x.dtype).min
+        data = _on_device(numpy.full((), empty, dtype=x.dtype), a.device)
+    else:
+        data = as_array(a.device.xp.sort(flat)[_median_rank(flat, 0, ignore_nan)].reshape(()))
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = (NanmedianBackward0 if ignore_nan else MedianBackward0)(edges)
+    node.self_ = save(a)
+    out = record(node, data, a.device)
+    node.result = save(out, is_output=True)
+    return out
+
+
+def median(a: Tensor, dim: Any = _ABSENT, keepdim: Any = _ABSENT) -> Any:
+    """The lower median of all elements (NaN if any is NaN), or ``(values, indices)`` of the
+    lower median along ``dim`` (a slice with NaNs gives its first NaN).
+
+    An empty tensor's median is NaN (an integer one's is the dtype's minimum).
+    ``keepdim`` needs ``dim``.
+    """
+    return _median(a, dim, keepdim, ignore_nan=False)
+
+
+def nanmedian(a: Tensor, dim: Any = _ABSENT, keepdim: Any = _ABSENT) -> Any:
+    """:func:`median` of the numbers, NaNs ignored: NaN (at the slice's first index) only
+    where there is no number."""
+    return _median(a, dim, keepdim, ignore_nan=True)
+
+
+# ---- cummax / cummin ----
+
+class CummaxBackward0(SortBackward0):
+    """Repeated indices add up their gradients (PyTorch's ``cummaxmin_backward``)."""
+
+    __slots__ = ()
+    unique = False
+
+
+class CumminBackward0(CummaxBackward0):
+    __slots__ = ()
+
+
+def _running_extreme(a: Tensor, d: int, is_max: bool) -> tuple[Any, Any]:
+    """Running max (min) along ``d`` and its index, PyTorch's rules: a tie moves the index
+    to the later element, and NaN beats any number (the latest NaN gives the index).
+
+    Hillis-Steele: after the step of ``shift``, position k holds the winner of the
+    ``2 * shift`` elements ending at k; the earlier window wins only when strictly
+    better, which is associative, so the result is the sequential scan's.
+    """
+    x = a.data
+    xp = a.device.xp
+    n = x.shape[d]
+    values = x.copy()
+    positions = numpy.arange(n, dtype=int64).reshape((n,) + (1,) * (x.ndim - d - 1))
+    idx = _on_device(numpy.broadcast_to(positions, x.shape).copy(), a.device)
+    floating = x.dtype.kind == "f"
+    shift = 1
+    while shift < n:
+        earlier_v, later_v = _part(values, d, 0, n - shift), _part(values, d, shift, n)
+        wins = earlier_v > later_v if is_max else earlier_v < later_v
+        if floating:
+            wins |= xp.isnan(earlier_v) & ~xp.isnan(later_v)
+        new_idx = xp.where(wins, _part(idx, d, 0, n - shift), _part(idx, d, shift, n))
+        _part(values, d, shift, n)[...] = xp.where(wins, earlier_v, later_v)
+        _part(idx, d, shift, n)[...] = new_idx
+        shift *= 2
+    return values, idx
+
+
+def _cumulative_extreme(a: Tensor, dim: int, is_max: bool) -> ValuesIndices:
+    x = a.data
+    d = normalize_dim(dim, x.ndim)
+    values, idx = _scalar_pair(a) if x.ndim == 0 else _running_extreme(a, d, is_max)
+    return _with_history(a, values, idx, CummaxBackward0 if is_max else CumminBackward0, d)
+
+
+def cummax(a: Tensor, dim: int) -> ValuesIndices:
+    """``(values, indices)`` of the running maximum along ``dim``: a tie takes the later
+    index; from the first NaN on the value is NaN."""
+    return _cumulative_extreme(a, dim, is_max=True)
+
+
+def cummin(a: Tensor, dim: int) -> ValuesIndices:
+    """``(values, indices)`` of the running minimum along ``dim`` (the rules of
+    :func:`cummax`)."""
+    return _cumulative_extreme(a, dim, is_max=False)
+
+
+# ---- cumprod ----
+
+def _cumprod(x: Any, dim: int) -> Any:
+    """Running products along ``dim`` of an array or a Tensor (recorded)."""
+    return cumprod(x, dim) if type(x) is Tensor else x.cumprod(axis=dim)
+
+
+def _reverse_cumsum(x: Any, dim: int) -> Any:
+    """Sums from the end along ``dim``: ``out_j = sum_{k >= j} x_k``."""
+    return _flip(_cumsum(_flip(x, dim), dim), dim)
+
+
+def _reverse_linear_scan(b: Any, c: Any, dim: int) -> Any:
+    """``R`` with ``R_j = b_j + c_j R_{j+1}`` along ``dim``, ``R`` past the end being 0.
+
+    Invariant of the step of ``shift``: ``R_j = b_j + c_j R_{j+shift}``; a step folds in
+    ``R_{j+shift}``, doubling ``shift``. Where ``j + shift`` is past the end ``b_j`` is
+    final and ``c_j`` never multiplies anything again. Sums and products only: no
+    division.
+    """
+    n = b.shape[dim]
+    shift = 1
+    while shift < n:
+        c_head, c_next = _part(c, dim, 0, n - shift), _part(c, dim, shift, n)
+        b_head = _part(b, dim, 0, n - shift) + c_head * _part(b, dim, shift, n)
+        b = _cat([b_head, _part(b, dim, n - shift, n)], dim)
+        c = _cat([c_head * c_next, _part(c, dim, n - shift, n)], dim)
+        shift *= 2
+    return b
+
+
+def _cumprod_grad_with_zeros(g: Any, x: Any, dim: int) -> Any:
+    """``sum_{k >= j} g_k prod_{i <= k, i != j} x_i`` along ``dim``, without dividing by x
+    (which has zeros): ``L_j R_j``, ``L_j = prod_{i < j} x_i`` (a shifted cumprod) and
+    ``R_j = sum_{k >= j} g_k prod_{j < i <= k} x_i``, the scan ``R_j = g_j + x_{j+1}
+    R_{j+1}``. A polynomial in x, so its own derivatives (create_graph) are exact, as
+    PyTorch's O(n^2) formula for this case.
+    """
+    n = x.shape[dim]
+    ones = _dual.zeros_of(x, x.shape[:dim] + (1,) + x.shape[dim + 1:]) + 1
+    before = _cat([ones, _cumprod(_part(x, dim, 0, n - 1), dim)], dim)
+    # c_j = x_{j+1}; the last c is never used (nothing follows), x_0 fills it
+    following = _cat([_part(x, dim, 1, n), _part(x, dim, 0, 1)], dim)
+    return before * _reverse_linear_scan(g, following, dim)
+
+
+class CumprodBackward0(Node):
+    """``sum_{k >= j} g_k y_k / x_j`` (``y`` the result): PyTorch's
+    ``reversed_cumsum(g * y) / x`` when no element is 0, else the same sum written
+    without division (:func:`_cumprod_grad_with_zeros`)."""
+
+    __slots__ = ("self_", "result", "dim")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        x = self.self_.unpack(self, create_graph)
+        if x.ndim == 0 or x.shape[self.dim] <= 1:
+            return (g,)
+        if bool((_dual.raw(x) == 0).any()):
+            return (_cumprod_grad_with_zeros(g, x, self.dim),)
+        y = self.result.unpack(self, create_graph)
+        return (_reverse_cumsum(g * y, self.dim) / x,)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.result.release()
+
+
+def cumprod(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    """Running products along ``dim``, of ``a`` cast to ``dtype``; integers and bools
+    multiply in int64. The gradient is exact where the input has zeros."""
+    d = normalize_dim(dim, a.ndim)
+    if dtype is not None:  # a recorded cast: the formula needs the cast values
+        a = a.to(dtype=_cast_dtype(a, dtype, "cumprod"))
+    x = a.data
+    dt = int64 if dtype is None and x.dtype.kind in "biu" else x.dtype
+    data = _dual.contiguous(x.cumprod(axis=d, dtype=dt)) if x.ndim else x.astype(dt, copy=True)
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = CumprodBackward0(edges)
+    node.self_ = save(a)
+    node.dim = d
+    out = record(node, data, a.device)
+    node.result = save(out, is_output=True)
+    return out
+
+
+# ---- logcumsumexp ----
+
+@numpy.errstate(all="ignore")  # inf and NaN meeting in logaddexp
+def _running_logsumexp(x: Any, dim: int) -> Any:
+    """``log(cumsum(exp(x)))`` along ``dim`` by ``logaddexp`` (exact for any magnitudes: no
+    common offset is subtracted): in sequence on NumPy, as PyTorch's CPU kernel, else of
+    shifted slices (CuPy has no ``ufunc.accumulate``)."""
+    xp = _dual.xp_of(x)
+    if xp is numpy:
+        return numpy.logaddexp.accumulate(x, axis=dim)
+    out = x.copy()
+    n = x.shape[dim]
+    shift = 1
+    while shift < n:
+        later = _part(out, dim, shift, n)
+        later[...] = xp.logaddexp(_part(out, dim, 0, n - shift), later)
+        shift *= 2
+    return out
+
+
+def _logcumsumexp(x: Any, dim: int) -> Any:
+    return logcumsumexp(x, dim) if type(x) is Tensor else _running_logsumexp(x, dim)
+
+
+class LogcumsumexpBackward0(Node):
+    """``grad_j = sum_{k >= j} g_k exp(x_j - result_k)``, computed as PyTorch does: the
+    positive and negative parts of ``g`` in log space, each through a reversed
+    logcumsumexp (``lowest`` stands for log 0)."""
+
+    __slots__ = ("self_", "result", "dim")
+
+    @numpy.errstate(all="ignore")  # log(0) of a zero gradient
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if g.ndim == 0 or 0 in g.shape:
+            return (g,)
+        x = self.self_.unpack(self, create_graph)
+        result = self.result.unpack(self, create_graph)
+        d = self.dim
+        ga = _dual.raw(g)
+        lowest = float(numpy.finfo(ga.dtype).min)
+        log_abs = _dual.log(_abs(g))
+
+        def spread(log_part: Any) -> Any:
+            return _dual.exp(_flip(_logcumsumexp(_flip(log_part - result, d), d), d) + x)
+
+        return (spread(_dual.where(ga > 0, log_abs, lowest))
+                - spread(_dual.where(ga < 0, log_abs, lowest)),)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.result.release()
+
+
+def logcumsumexp(a: Tensor, dim: int) -> Tensor:
+    """``log(cumsum(exp(a)))`` along ``dim``, computed stably; floating dtypes only."""
+    x = a.data
+    if x.dtype.kind != "f":
+        raise NotImplementedError(
+            f"\"logcumsumexp_out_cpu\" not implemented for '{scalar_type_name(x.dtype)}'"
+        )
+    d = normalize_dim(dim, x.ndim)
+    data = x.copy() if x.ndim == 0 else _running_logsumexp(x, d)
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = LogcumsumexpBackward0(edges)
+    node.self_ = save(a)
+    node.dim = d
+    out = record(node, data, a.device)
+    node.result = save(out, is_output=True)
+    return out
+
+
+# ---- Tensor methods ----
+
+Tensor.sort = sort
+Tensor.argsort = argsort
+Tensor.topk = topk
+Tensor.kthvalue = kthvalue
+Tensor.median = median
+Tensor.nanmedian = nanmedian
+Tensor.cumprod = cumprod
+Tensor.cummax = cummax
+Tensor.cummin = cummin
+Tensor.logcumsumexp = logcumsumexp
