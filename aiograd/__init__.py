@@ -19,6 +19,7 @@ from . import (
 from ._ops.arithmetic import allclose, equal
 from ._ops.joining import cat, stack
 from ._ops.linalg import matmul
+from ._ops.structure import tensordot
 from ._ops.unary import where
 from ._tensor import (
     Tensor,
@@ -95,6 +96,16 @@ _METHOD_FUNCTIONS = (
     "narrow", "chunk",
     "split", "unbind", "flip", "gather", "index_select", "masked_fill", "nonzero",
     "mm", "bmm", "dot", "mv", "numel", "clone", "detach", "is_floating_point",
+    # sorting and scans
+    "sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "cumprod", "cummax",
+    "cummin", "logcumsumexp",
+    # scatter and index writes
+    "scatter", "scatter_add", "index_add", "index_copy", "index_fill", "masked_select",
+    "masked_scatter", "take",
+    # structure: diagonals, triangles, products, dim shuffles
+    "diagonal", "diag", "diag_embed", "trace", "tril", "triu", "outer", "inner", "kron",
+    "addmm", "baddbmm", "movedim", "moveaxis", "swapaxes", "swapdims", "unflatten", "roll",
+    "rot90", "repeat_interleave", "tensor_split", "diff",
 )
 
 
@@ -195,6 +206,7 @@ __all__ = [
     "set_multithreading_enabled",
     "stack",
     "tensor",
+    "tensordot",
     "uint8",
     "where",
     "zeros",

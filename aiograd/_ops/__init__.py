@@ -35,6 +35,9 @@ from . import (  # noqa: F401  (each module binds its Tensor methods)
     linalg,
     nn_ops,
     reductions,
+    scatter,
     shape,
+    sorting,
+    structure,
     unary,
 )
