@@ -453,3 +453,17 @@ def test_writing_a_view_whose_base_was_detached_in_place_raises_as_pytorchs():
     a.detach_()
     with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
         v.mul_(ag.ones((), requires_grad=True))
+
+
+def test_in_place_write_of_an_empty_non_leaf_is_allowed_as_in_torch():
+    """NumPy may give an empty array zero strides: that is no overlap, nothing is written."""
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (ag, torch):
+        x = lib.tensor(np.ones((0, 2)), requires_grad=True)
+        y = x * 1
+        y.mul_(2)
+        y.add_(1)
+        y.sum().backward() if lib is torch else y.sum().backward_sync()
+        results.append((tuple(y.shape), y.grad_fn.name(), tuple(x.grad.shape)))
+    assert results[0] == results[1] == ((0, 2), "AddBackward0", (0, 2))

@@ -99,6 +99,8 @@ def check_inplace(t: Tensor, edges: _Edges) -> None:
             "outside (if you want the inplace to be tracked)."
         )
     data = t.data
+    if not data.size:  # nothing is written (NumPy may give an empty array 0 strides)
+        return
     for n, stride in zip(data.shape, data.strides):
         if stride == 0 and n > 1:
             raise RuntimeError(
