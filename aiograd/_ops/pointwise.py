@@ -1,0 +1,1022 @@
+"""Pointwise ops: the in-place forms of the unary ops (``exp_ log_ sqrt_ sigmoid_ tanh_ sin_
+cos_ abs_ neg_``); ``reciprocal rsqrt square floor ceil round trunc frac log2 log10 exp2
+nan_to_num`` and their in-place forms; ``isnan isinf isfinite`` (no gradient); and ``atan2
+hypot fmod remainder fmax fmin lerp addcmul addcdiv``, most also in place.
+
+Note [In-place pointwise ops]
+    ``t.foo_(...)`` runs ``foo`` on ``t``'s value and copies the result into ``t``, under
+    the rules of Note [In-place ops]: the result type must cast to ``t``'s dtype and the
+    result must have ``t``'s shape. With autograd involved, ``foo`` is recorded on a
+    stand-in for ``t``'s old value that carries ``t``'s history: a copy when ``foo``'s node
+    saves its input (PyTorch saves ``original_self``, a clone, for ``sin_``), the same
+    array when it does not; the node becomes ``t``'s grad_fn (its root's CopySlices, for a
+    view). A node that saves its result saves ``t`` after the write, as PyTorch: a later
+    in-place write of ``t`` makes the backward raise. Saved as the node's output, it needs
+    no reference to ``t`` and unpacks, under create_graph, with the node as its history.
+    Not so for a view: the node runs inside the root's CopySlices, and a create_graph
+    result whose history is the node itself would make a second backward run it twice
+    (and free it in between); PyTorch gives the result the view's new history, held
+    weakly, which a SavedTensor cannot do without a reference cycle. The node then saves
+    a second result of ``op`` on the old value, sharing ``t``'s version counter: its
+    history is a twin of the node, over the same inputs.
+
+Integer and bool inputs follow PyTorch: the float ops (``reciprocal``, ``log2``, ``atan2``)
+compute in float32; the rounding ops return an integer tensor's values; the ops PyTorch
+does not implement for a dtype raise its NotImplementedError.
+See Note [Dual backward formulas], Note [Broadcast gradients] and
+Note [Silent singular points].
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import numpy
+
+from .._tensor import Tensor, cpp_type_name, scalar_type_name
+from ..graph._node import Node
+from . import _dual, unary
+from ._promote import promote_types, result_type
+from ._record import (
+    check_same_device,
+    edges_of,
+    plain,
+    record,
+    save,
+    scalar_or_tensor,
+    tensor_arg,
+)
+from .arithmetic import (
+    _promoted,
+    broadcast_error,
+    broadcast_error_among,
+    neg,
+    wrap_int,
+)
+from .arithmetic import pow as _pow
+from .inplace import (
+    CloneBackward0,
+    ZeroBackward0,
+    _can_cast,
+    _old_value,
+    check_inplace,
+    commit_inplace,
+    pow_,
+)
+from .unary import _floating, _proxy, _record_unary, _SavesOne
+
+__all__ = [
+    "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_",
+    "reciprocal", "reciprocal_", "rsqrt", "rsqrt_", "square", "square_",
+    "floor", "floor_", "ceil", "ceil_", "round", "round_", "trunc", "trunc_", "frac", "frac_",
+    "log2", "log2_", "log10", "log10_", "exp2", "exp2_", "isnan", "isinf", "isfinite",
+    "nan_to_num", "nan_to_num_", "atan2", "atan2_", "hypot", "hypot_", "fmod", "fmod_",
+    "remainder", "remainder_", "fmax", "fmin", "lerp", "lerp_", "addcmul", "addcmul_",
+    "addcdiv", "addcdiv_",
+]
+
+_FLOAT16 = numpy.dtype(numpy.float16)
+_FLOAT32 = numpy.dtype(numpy.float32)
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+
+# ---- the in-place machinery (Note [In-place pointwise ops]) ----
+
+def _alias(t: Tensor) -> Tensor:
+    """A tensor over ``t``'s array with ``t``'s current history (no copy): the stand-in for
+    ``t``'s old value in a node that does not save it."""
+    alias = Tensor._wrap(t.data, t.device)
+    alias.grad_fn, alias.output_nr, alias._rg = t.grad_fn, t.output_nr, t._rg
+    return alias
+
+
+def _check_writable(t: Tensor, out: Tensor) -> None:
+    """Raise, as PyTorch, unless ``out`` may be written into ``t``."""
+    if not _can_cast(out.dtype, t.dtype):
+        raise RuntimeError(
+            f"result type {scalar_type_name(out.dtype)} can't be cast to the desired output "
+            f"type {scalar_type_name(t.dtype)}"
+        )
+    if out.shape != t.shape:
+        raise RuntimeError(
+            f"output with shape {list(t.shape)} doesn't match the broadcast shape "
+            f"{list(out.shape)}"
+        )
+
+
+def _inplace(t: Tensor, op: Callable[[Tensor], Tensor], others: tuple[Any, ...],
+             copy_self: bool, result_slot: str | None = None) -> Tensor:
+    """Write ``op(t)`` into ``t``. ``others``: the other operands (the Tensors among them
+    are edges); ``copy_self``: ``op``'s node saves its input; ``result_slot``: the node's
+    slot that saves its result. See Note [In-place pointwise ops]."""
+    edges = edges_of(t, *(x for x in others if isinstance(x, Tensor)))
+    check_inplace(t, edges)
+    node = twin = None
+    if edges is None:
+        out = op(t)
+    else:
+        old = _old_value(t) if copy_self else _alias(t)
+        out = op(old)
+        node = out.grad_fn
+        if result_slot is not None and t._base is not None:
+            twin = op(old)
+    _check_writable(t, out)
+    t.device.xp.copyto(t.data, out.data, casting="unsafe")
+    commit_inplace(t, node)
+    if result_slot is not None and node is not None:
+        setattr(node, result_slot, _saved_result(t, twin))
+    return t
+
+
+def _saved_result(t: Tensor, twin: Tensor | None) -> Any:
+    """What the node written into ``t`` saves as its result: ``t`` itself, as the node's
+    output; for a view, ``twin`` (the op's result again, whose history is a twin of the
+    node), sharing ``t``'s version counter. See Note [In-place pointwise ops]."""
+    if twin is None:
+        return save(t, is_output=True)
+    twin._vc = t._vc
+    return save(twin)
+
+
+def _unary_(op: Callable[[Tensor], Tensor], saves: str | None) -> Callable[[Tensor], Tensor]:
+    """The in-place form of the unary ``op`` whose node saves ``saves`` (``"input"``,
+    ``"result"`` or None)."""
+
+    def op_(t: Tensor) -> Tensor:
+        return _inplace(t, op, (), copy_self=saves == "input",
+                        result_slot="saved" if saves == "result" else None)
+
+    op_.__name__ = op.__name__ + "_"
+    op_.__doc__ = f"``{op.__name__}`` in place. See Note [In-place pointwise ops]."
+    return op_
+
+
+exp_ = _unary_(unary.exp, "result")
+log_ = _unary_(unary.log, "input")
+sqrt_ = _unary_(unary.sqrt, "result")
+sigmoid_ = _unary_(unary.sigmoid, "result")
+tanh_ = _unary_(unary.tanh, "result")
+sin_ = _unary_(unary.sin, "input")
+cos_ = _unary_(unary.cos, "input")
+abs_ = _unary_(unary.abs, "input")
+neg_ = _unary_(neg, None)
+
+
+def _record_stateless(node_cls: type[Node], a: Tensor, data: Any) -> Tensor:
+    """``data`` as the result of ``node_cls`` (which saves nothing) applied to ``a``."""
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    return record(node_cls(edges), data, a.device)
+
+
+def _opmath(dtype: numpy.dtype) -> numpy.dtype:
+    """The dtype PyTorch's CPU kernels compute ``dtype`` in: float32 for float16."""
+    return _FLOAT32 if dtype == _FLOAT16 else dtype
+
+
+def _not_implemented(kernel: str, dtype: numpy.dtype) -> NotImplementedError:
+    return NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dtype)}'")
+
+
+# ---- reciprocal / rsqrt / square ----
+
+class ReciprocalBackward0(_SavesOne):
+    """d (1 / x) = -r^2 for the result r: saves the output."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        r = self.saved.unpack(self, create_graph)
+        return (-grads[0] * (r * r),)
+
+
+class RsqrtBackward0(_SavesOne):
+    """d x^(-1/2) = -r^3 / 2 for the result r: saves the output."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        r = self.saved.unpack(self, create_graph)
+        return (-0.5 * grads[0] * r ** 3,)
+
+
+def _reciprocal_data(x: Any) -> Any:
+    return 1 / x
+
+
+def _rsqrt_data(x: Any) -> Any:
+    """``1 / sqrt(x)``, rounded once for float16 (computed in float32, as PyTorch)."""
+    root = _dual.xp_of(x).sqrt(x.astype(_opmath(x.dtype), copy=False))
+    return (1 / root).astype(x.dtype, copy=False)
+
+
+def reciprocal(a: Tensor) -> Tensor:
+    """``1 / a``; an integer or bool tensor gives float32."""
+    data = _dual.quietly(_reciprocal_data, _floating(a))  # 1 / 0 == inf
+    return _record_unary(ReciprocalBackward0, a, data, saves_output=True)
+
+
+def rsqrt(a: Tensor) -> Tensor:
+    """``1 / sqrt(a)``; an integer or bool tensor gives float32."""
+    data = _dual.quietly(_rsqrt_data, _floating(a))  # rsqrt(0) == inf, rsqrt(-1) is NaN
+    return _record_unary(RsqrtBackward0, a, data, saves_output=True)
+
+
+def square(a: Tensor) -> Tensor:
+    """``a ** 2``, recorded as PowBackward0 as in PyTorch (a bool tensor gives int64)."""
+    return _pow(a, 2)
+
+
+def square_(a: Tensor) -> Tensor:
+    """``a **= 2`` in place."""
+    return pow_(a, 2)
+
+
+reciprocal_ = _unary_(reciprocal, "result")
+rsqrt_ = _unary_(rsqrt, "result")
+
+
+# ---- floor / ceil / round / trunc / frac ----
+
+class FloorBackward0(ZeroBackward0):
+    """Piecewise constant: the gradient is zero, as PyTorch's."""
+
+    __slots__ = ()
+
+
+class CeilBackward0(ZeroBackward0):
+    __slots__ = ()
+
+
+class TruncBackward0(ZeroBackward0):
+    __slots__ = ()
+
+
+class RoundBackward0(ZeroBackward0):
+    __slots__ = ()
+
+
+class RoundBackward1(ZeroBackward0):
+    """``round(x, decimals=d)``: zero gradient."""
+
+    __slots__ = ()
+
+
+class FracBackward0(CloneBackward0):
+    """``x - trunc(x)``: the gradient passes through, as PyTorch's."""
+
+    __slots__ = ()
+
+
+def _rounding(name: str, kernel: str, node_cls: type[Node]) -> Callable[[Tensor], Tensor]:
+    """The op ``name`` (NumPy's ufunc ``kernel``): an integer tensor gives a copy of its
+    values, a bool one raises, as PyTorch."""
+
+    def rounding(a: Tensor) -> Tensor:
+        x = a.data
+        if x.dtype.kind == "b":
+            raise _not_implemented(f"{name}_vml_{a.device.type}", x.dtype)
+        if x.dtype.kind in "iu":
+            return plain(x.copy(), a.device)
+        return _record_stateless(node_cls, a, getattr(a.device.xp, kernel)(x))
+
+    rounding.__name__ = name
+    rounding.__doc__ = f"Elementwise {name}, with a zero gradient (as PyTorch's)."
+    return rounding
+
+
+floor = _rounding("floor", "floor", FloorBackward0)
+ceil = _rounding("ceil", "ceil", CeilBackward0)
+trunc = _rounding("trunc", "trunc", TruncBackward0)
+_round_half_even = _rounding("round", "rint", RoundBackward0)
+
+
+def round(a: Tensor, *, decimals: int | None = None) -> Tensor:  # noqa: A001
+    """Round half to even; with ``decimals`` to that many decimal places (negative: to
+    tens, hundreds...), computed as PyTorch's kernel, floating point tensors only."""
+    if decimals is None:
+        return _round_half_even(a)
+    x = a.data
+    if x.dtype.kind != "f":
+        kernel = "round_vml" if decimals == 0 else "round"
+        raise _not_implemented(f"{kernel}_{a.device.type}", x.dtype)
+    xp = a.device.xp
+    wide = x.astype(_opmath(x.dtype), copy=False)
+    scale = wide.dtype.type(10.0 ** -decimals if decimals < 0 else 10.0 ** decimals)
+    data = xp.rint(wide / scale) * scale if decimals < 0 else xp.rint(wide * scale) / scale
+    return _record_stateless(RoundBackward1, a, data.astype(x.dtype, copy=False))
+
+
+def frac(a: Tensor) -> Tensor:
+    """``a - trunc(a)``, floating point tensors only; the gradient passes through."""
+    x = a.data
+    if x.dtype.kind != "f":
+        raise _not_implemented(f"frac_{a.device.type}", x.dtype)
+    return _record_stateless(FracBackward0, a, _dual.quietly(_frac_data, x))  # inf - inf
+
+
+def _frac_data(x: Any) -> Any:
+    return x - _dual.xp_of(x).trunc(x)
+
+
+floor_ = _unary_(floor, None)
+ceil_ = _unary_(ceil, None)
+trunc_ = _unary_(trunc, None)
+frac_ = _unary_(frac, None)
+
+
+def round_(a: Tensor, *, decimals: int | None = None) -> Tensor:
+    """``round`` in place. See Note [In-place pointwise ops]."""
+    return _inplace(a, lambda s: round(s, decimals=decimals), (), copy_self=False)
+
+
+# ---- log2 / log10 / exp2 ----
+
+class Log2Backward0(_SavesOne):
+    """d log_b(x) = 1 / (x ln b): saves the input; ``ln_base`` is ln b."""
+
+    __slots__ = ()
+    ln_base = _LN2
+
+    @numpy.errstate(all="ignore")  # x == 0. See Note [Silent singular points].
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (grads[0] / (self.saved.unpack(self, create_graph) * self.ln_base),)
+
+
+class Log10Backward0(Log2Backward0):
+    __slots__ = ()
+    ln_base = _LN10
+
+
+class Exp2Backward0(_SavesOne):
+    """d 2^x = 2^x ln 2: saves the output."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (grads[0] * self.saved.unpack(self, create_graph) * _LN2,)
+
+
+def log2(a: Tensor) -> Tensor:
+    """Base-2 logarithm; an integer or bool tensor gives float32."""
+    data = _dual.quietly(a.device.xp.log2, _floating(a))
+    return _record_unary(Log2Backward0, a, data, saves_output=False)
+
+
+def log10(a: Tensor) -> Tensor:
+    """Base-10 logarithm; an integer or bool tensor gives float32."""
+    data = _dual.quietly(a.device.xp.log10, _floating(a))
+    return _record_unary(Log10Backward0, a, data, saves_output=False)
+
+
+def exp2(a: Tensor) -> Tensor:
+    """``2 ** a``; an integer or bool tensor gives float32."""
+    return _record_unary(Exp2Backward0, a, a.device.xp.exp2(_floating(a)), saves_output=True)
+
+
+log2_ = _unary_(log2, "input")
+log10_ = _unary_(log10, "input")
+exp2_ = _unary_(exp2, "result")
+
+
+# ---- isnan / isinf / isfinite / nan_to_num ----
+
+def _classify(name: str, non_float: bool) -> Callable[[Tensor], Tensor]:
+    """The bool test ``name`` (a NumPy ufunc); ``non_float`` is its value for an integer or
+    bool tensor. Records nothing."""
+
+    def classify(a: Tensor) -> Tensor:
+        x = a.data
+        xp = a.device.xp
+        if x.dtype.kind == "f":
+            return plain(getattr(xp, name)(x), a.device)
+        return plain((xp.ones if non_float else xp.zeros)(x.shape, dtype=bool), a.device)
+
+    classify.__name__ = name
+    classify.__doc__ = f"A bool tensor: ``{name}`` of each element (no gradient)."
+    return classify
+
+
+isnan = _classify("isnan", False)
+isinf = _classify("isinf", False)
+isfinite = _classify("isfinite", True)
+
+
+class NanToNumBackward0(_SavesOne):
+    """The gradient where the input is finite, ``g * 0`` elsewhere (PyTorch's ``grad *
+    isfinite(self)``): saves the input."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = _dual.raw(self.saved.unpack(self, False))
+        return (grads[0] * _dual.xp_of(x).isfinite(x),)
+
+
+def nan_to_num(a: Tensor, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Tensor:
+    """NaN to ``nan``, inf to ``posinf``, -inf to ``neginf`` (by default the dtype's largest
+    and lowest values); an integer or bool tensor gives a copy."""
+    x = a.data
+    if x.dtype.kind != "f":
+        return plain(x.copy(), a.device)
+    # a replacement out of the dtype's range becomes inf, as in PyTorch (NumPy warns)
+    data = _dual.quietly(a.device.xp.nan_to_num, x, True, nan, posinf, neginf)
+    return _record_unary(NanToNumBackward0, a, data, saves_output=False)
+
+
+def nan_to_num_(a: Tensor, nan: float = 0.0, posinf: float | None = None,
+                neginf: float | None = None) -> Tensor:
+    """``nan_to_num`` in place. See Note [In-place pointwise ops]."""
+    return _inplace(a, lambda s: nan_to_num(s, nan, posinf, neginf), (), copy_self=True)
+
+
+# ---- atan2 / hypot ----
+
+class Atan2Backward0(Node):
+    """``atan2(a, b)``: ``g b / (a^2 + b^2)`` and ``-g a / (a^2 + b^2)``, as PyTorch's."""
+
+    __slots__ = ("self_", "other")
+
+    @numpy.errstate(all="ignore")  # a == b == 0. See Note [Silent singular points].
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        a = self.self_.unpack(self, create_graph)
+        b = self.other.unpack(self, create_graph)
+        recip = 1 / (a * a + b * b)
+        edges = self.next_edges
+        return (g * b * recip if edges[0] is not None else None,
+                g * -a * recip if edges[1] is not None else None)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.other.release()
+
+
+class HypotBackward0(Node):
+    """``hypot(a, b) = r``: ``g a / r`` and ``g b / r``, as PyTorch's; saves both inputs and
+    the result."""
+
+    __slots__ = ("self_", "other", "result")
+
+    @numpy.errstate(all="ignore")  # r == 0. See Note [Silent singular points].
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        r = self.result.unpack(self, create_graph)
+        edges = self.next_edges
+        ga = g * self.self_.unpack(self, create_graph) / r if edges[0] is not None else None
+        gb = g * self.other.unpack(self, create_graph) / r if edges[1] is not None else None
+        return (ga, gb)
+
+    def release_variables(self) -> None:
+        for saved in (self.self_, self.other, self.result):
+            saved.release()
+
+
+def _apply_pair(ufunc: Any, a: Tensor, other: Tensor, x: Any, y: Any) -> Any:
+    """``ufunc(x, y)`` for the arrays of ``a`` and ``other``; PyTorch's error if their shapes
+    do not broadcast."""
+    try:
+        return _dual.quietly(ufunc, x, y)
+    except ValueError:
+        raise broadcast_error(a.shape, other.shape) from None
+
+
+def atan2(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+    """The angle of the point ``(other, input)``, in ``[-pi, pi]``; integer or bool tensors
+    give float32."""
+    a = tensor_arg(input, "atan2", "input", 1)
+    other = tensor_arg(other, "atan2", "other", 2)
+    dev = check_same_device(a, other)
+    x, y = _promoted(a, other, true_divide=True)
+    data = _apply_pair(dev.xp.arctan2, a, other, x, y)
+    edges = edges_of(a, other)
+    if edges is None:
+        return plain(data, dev)
+    node = Atan2Backward0(edges)
+    node.self_, node.other = save(a), save(other)
+    return record(node, data, dev)
+
+
+def hypot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+    """``sqrt(input^2 + other^2)`` without overflow; floating point result types only."""
+    a = tensor_arg(input, "hypot", "input", 1)
+    other = tensor_arg(other, "hypot", "other", 2)
+    dev = check_same_device(a, other)
+    x, y = _promoted(a, other)
+    if x.dtype.kind != "f":
+        raise _not_implemented(f"hypot_{dev.type}", x.dtype)
+    data = _apply_pair(dev.xp.hypot, a, other, x, y)
+    edges = edges_of(a, other)
+    if edges is None:
+        return plain(data, dev)
+    node = HypotBackward0(edges)
+    node.self_, node.other = save(a), save(other)
+    out = record(node, data, dev)
+    node.result = save(out, is_output=True)
+    return out
+
+
+def atan2_(a: Tensor, other: Tensor) -> Tensor:
+    """``atan2`` in place. See Note [In-place pointwise ops]."""
+    return _inplace(a, lambda s: atan2(s, other), (other,), copy_self=True)
+
+
+def hypot_(a: Tensor, other: Tensor) -> Tensor:
+    """``hypot`` in place. See Note [In-place pointwise ops]."""
+    return _inplace(a, lambda s: hypot(s, other), (other,), copy_self=True, result_slot="result")
+
+
+# ---- fmod / remainder ----
+
+class FmodBackward0(CloneBackward0):
+    """``fmod(x, number)``: the gradient passes through."""
+
+    __slots__ = ()
+
+
+class RemainderBackward0(CloneBackward0):
+    """``remainder(x, number)``: the gradient passes through."""
+
+    __slots__ = ()
+
+
+class FmodBackward1(Node):
+    """``fmod(a, b) = a - trunc(a / b) b``: ``g`` and ``-g trunc(a / b)``. The quotient is
+    piecewise constant: a raw array in the create_graph formula, as PyTorch's
+    ``div(rounding_mode=...)`` has a zero gradient."""
+
+    __slots__ = ("self_", "other")
+
+    @numpy.errstate(all="ignore")  # b == 0. See Note [Silent singular points].
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        edges = self.next_edges
+        gb = None
+        if edges[1] is not None:
+            a = _dual.raw(self.self_.unpack(self, False))
+            b = _dual.raw(self.other.unpack(self, False))
+            gb = -g * self._quotient(a, b)
+        return (g if edges[0] is not None else None, gb)
+
+    @staticmethod
+    def _quotient(a: Any, b: Any) -> Any:
+        return _dual.xp_of(a).trunc(a / b)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.other.release()
+
+
+class RemainderBackward1(FmodBackward1):
+    """``remainder(a, b) = a - floor(a / b) b``: ``g`` and ``-g floor(a / b)``."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _quotient(a: Any, b: Any) -> Any:
+        return _dual.xp_of(a).floor_divide(a, b)
+
+
+class _RemainderOfNumber(Node):
+    """``remainder(number, tensor)``: PyTorch implements no derivative."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        raise RuntimeError("derivative for aten::remainder is not implemented")
+
+    def name(self) -> str:
+        return "torch::autograd::NotImplemented"
+
+
+def _fmod_data(x: Any, y: Any) -> Any:
+    return _dual.xp_of(x).fmod(x, y)
+
+
+def _remainder_data(x: Any, y: Any) -> Any:
+    """PyTorch's remainder: ``fmod`` moved into the divisor's sign (a zero keeps fmod's)."""
+    xp = _dual.xp_of(x if hasattr(x, "dtype") else y)
+    mod = xp.fmod(x, y)
+    return xp.where((mod != 0) & ((mod < 0) != (y < 0)), mod + y, mod)
+
+
+def _modulo(name: str, kernel: Callable[[Any, Any], Any], a: Any, other: Any) -> Tensor:
+    """``kernel(a, other)`` (fmod or remainder) with PyTorch's result type and errors;
+    recorded as ``<Name>Backward0`` (a number divisor) or ``Backward1`` (a tensor)."""
+    if not isinstance(a, Tensor):
+        if name == "fmod" or not isinstance(other, Tensor):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(a).__name__}")
+        return _remainder_of_number(a, other)
+    other = scalar_or_tensor(other, a)
+    dev = a.device
+    if type(other) is Tensor:
+        dev = check_same_device(a, other)
+        x, y = _promoted(a, other)
+    else:
+        x = a.data.astype(result_type(a, other), copy=False)
+        y = wrap_int(x, other)
+    if x.dtype.kind == "b":
+        raise _not_implemented(f"{name}_{dev.type}", x.dtype)
+    if x.dtype.kind in "iu" and not dev.xp.all(y != 0):
+        raise RuntimeError("ZeroDivisionError")
+    if type(other) is Tensor:
+        data = _apply_pair(kernel, a, other, x, y)
+        edges = edges_of(a, other)
+    else:
+        data = _dual.quietly(kernel, x, y)
+        edges = edges_of(a)
+    if edges is None:
+        return plain(data, dev)
+    if type(other) is not Tensor:
+        return record((FmodBackward0 if name == "fmod" else RemainderBackward0)(edges), data,
+                      dev)
+    node = (FmodBackward1 if name == "fmod" else RemainderBackward1)(edges)
+    node.self_, node.other = save(a), save(other)
+    return record(node, data, dev)
+
+
+def _remainder_of_number(number: Any, t: Tensor) -> Tensor:
+    """``remainder(number, t)``: the result of PyTorch's, whose derivative raises."""
+    x = t.data.astype(result_type(number, t), copy=False)
+    if x.dtype.kind == "b":
+        raise _not_implemented(f"remainder_{t.device.type}", x.dtype)
+    if x.dtype.kind in "iu" and not t.device.xp.all(x != 0):
+        raise RuntimeError("ZeroDivisionError")
+    data = _dual.quietly(_remainder_data, wrap_int(x, number), x)
+    return _record_stateless(_RemainderOfNumber, t, data)
+
+
+def fmod(input: Tensor, other: Any) -> Tensor:  # noqa: A002
+    """C's remainder ``input - trunc(input / other) * other`` (the dividend's sign);
+    ``other`` a tensor or a number. An integer divisor of 0 raises, as in PyTorch."""
+    return _modulo("fmod", _fmod_data, input, other)
+
+
+def remainder(input: Any, other: Any) -> Tensor:  # noqa: A002
+    """Python's ``%``: ``input - floor(input / other) * other`` (the divisor's sign); either
+    may be a number. An integer divisor of 0 raises, as in PyTorch."""
+    return _modulo("remainder", _remainder_data, input, other)
+
+
+def _rmod(t: Tensor, number: Any) -> Tensor:
+    """``number % t``."""
+    return remainder(number, t)
+
+
+def fmod_(a: Tensor, other: Any) -> Tensor:
+    """``fmod`` in place. See Note [In-place pointwise ops]."""
+    return _inplace(a, lambda s: fmod(s, other), (other,), copy_self=isinstance(other, Tensor))
+
+
+def remainder_(a: Tensor, other: Any) -> Tensor:
+    """``remainder`` in place. See Note [In-place pointwise ops]."""
+    return _inplace(a, lambda s: remainder(s, other), (other,),
+                    copy_self=isinstance(other, Tensor))
+
+
+# ---- fmax / fmin ----
+
+class FmaxBackward0(Node):
+    """``fmax(a, b)``: the gradient goes to ``a`` where ``a >= b`` or ``b`` is NaN, to ``b``
+    elsewhere (ties go to ``a``, as PyTorch's)."""
+
+    __slots__ = ("self_", "other")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        a = _dual.raw(self.self_.unpack(self, False))
+        b = _dual.raw(self.other.unpack(self, False))
+        to_a = self._wins(a, b) | _dual.xp_of(b).isnan(b)
+        edges = self.next_edges
+        return (_dual.where(to_a, g, 0) if edges[0] is not None else None,
+                _dual.where(to_a, 0, g) if edges[1] is not None else None)
+
+    @staticmethod
+    def _wins(a: Any, b: Any) -> Any:
+        return a >= b
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        self.other.release()
+
+
+class FminBackward0(FmaxBackward0):
+    """``fmin(a, b)``: the gradient goes to ``a`` where ``a <= b`` or ``b`` is NaN."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _wins(a: Any, b: Any) -> Any:
+        return a <= b
+
+
+def _fextremum(name: str, node_cls: type[FmaxBackward0]) -> Callable[[Tensor, Tensor], Tensor]:
+    def fextremum(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+        a = tensor_arg(input, name, "input", 1)
+        other = tensor_arg(other, name, "other", 2)
+        dev = check_same_device(a, other)
+        x, y = _promoted(a, other)
+        data = _apply_pair(getattr(dev.xp, name), a, other, x, y)
+        edges = edges_of(a, other)
+        if edges is None:
+            return plain(data, dev)
+        node = node_cls(edges)
+        node.self_, node.other = save(a), save(other)
+        return record(node, data, dev)
+
+    fextremum.__name__ = name
+    fextremum.__doc__ = (f"Elementwise {name[1:]} of two tensors (broadcast), ignoring NaN: "
+                         "NaN only where both are NaN.")
+    return fextremum
+
+
+fmax = _fextremum("fmax", FmaxBackward0)
+fmin = _fextremum("fmin", FminBackward0)
+
+
+# ---- lerp ----
+
+class LerpBackward0(Node):
+    """``lerp(a, b, w)`` for a number ``w``: ``g (1 - w)`` and ``g w``."""
+
+    __slots__ = ("weight",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        w = self.weight
+        edges = self.next_edges
+        return (g * (1 - w) if edges[0] is not None else None,
+                g * w if edges[1] is not None else None)
+
+
+class LerpBackward1(Node):
+    """``lerp(a, b, w)`` for a tensor ``w``: ``g (1 - w)``, ``g w`` and ``g (b - a)``."""
+
+    __slots__ = ("self_", "end", "weight")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        w = self.weight.unpack(self, create_graph)
+        edges = self.next_edges
+        ga = g * (1 - w) if edges[0] is not None else None
+        gb = g * w if edges[1] is not None else None
+        gw = None
+        if edges[2] is not None:
+            gw = g * (self.end.unpack(self, create_graph) - self.self_.unpack(self, create_graph))
+        return (ga, gb, gw)
+
+    def release_variables(self) -> None:
+        for saved in (self.self_, self.end, self.weight):
+            saved.release()
+
+
+def _lerp_data(x: Any, y: Any, w: Any) -> Any:
+    """PyTorch's kernel: from the nearer end, so ``w == 1`` gives ``y`` exactly."""
+    if not hasattr(w, "shape") or w.ndim == 0:
+        return x + w * (y - x) if -0.5 < w < 0.5 else y - (y - x) * (1 - w)
+    xp = _dual.xp_of(x)
+    return xp.where(xp.abs(w) < 0.5, x + w * (y - x), y - (y - x) * (1 - w))
+
+
+def _lerp_check(a: Tensor, end: Tensor, weight: Any) -> None:
+    """PyTorch's checks: ``end`` (and a weight with dims) of ``input``'s dtype, floating."""
+    dtype = a.dtype
+    for name, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and (name == "end" or t.ndim) and t.dtype != dtype:
+            raise RuntimeError(f"expected dtype {cpp_type_name(dtype)} for `{name}` but got "
+                               f"dtype {cpp_type_name(t.dtype)}")
+    if dtype.kind != "f":
+        kernel = "lerp_kernel_tensor" if isinstance(weight, Tensor) else "lerp_kernel_scalar"
+        raise _not_implemented(kernel, dtype)
+
+
+def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:  # noqa: A002
+    """``input + weight * (end - input)``, broadcast; ``weight`` a number or a tensor.
+    ``end`` and a weight with dims must have ``input``'s floating dtype (a 0-d weight is
+    cast to it), as in PyTorch."""
+    a = tensor_arg(input, "lerp", "input", 1)
+    end = tensor_arg(end, "lerp", "end", 2)
+    if not isinstance(weight, (Tensor, numbers.Real)):
+        raise TypeError(f"lerp(): argument 'weight' (position 3) must be Tensor or Number, "
+                        f"not {type(weight).__name__}")
+    dev = check_same_device(a, end)
+    _lerp_check(a, end, weight)
+    ot = _opmath(a.dtype)
+    x, y = a.data.astype(ot, copy=False), end.data.astype(ot, copy=False)
+    if isinstance(weight, Tensor):
+        check_same_device(a, weight)
+        w = weight.data.astype(ot, copy=False)
+        shapes = (x.shape, y.shape, w.shape)
+        edges = edges_of(a, end, weight)
+    else:
+        w = ot.type(weight)
+        shapes = (x.shape, y.shape)
+        edges = edges_of(a, end)
+    try:
+        numpy.broadcast_shapes(*shapes)
+    except ValueError:
+        raise broadcast_error_among(*shapes) from None
+    data = _lerp_data(x, y, w).astype(a.dtype, copy=False)
+    if edges is None:
+        return plain(data, dev)
+    if isinstance(weight, Tensor):
+        node = LerpBackward1(edges)
+        node.self_, node.end, node.weight = save(a), save(end), save(weight)
+    else:
+        node = LerpBackward0(edges)
+        node.weight = float(weight)
+    return record(node, data, dev)
+
+
+def lerp_(a: Tensor, end: Tensor, weight: Any) -> Tensor:
+    """``lerp`` in place. See Note [In-place pointwise ops]."""
+    return _inplace(a, lambda s: lerp(s, end, weight), (end, weight),
+                    copy_self=isinstance(weight, Tensor))
+
+
+# ---- addcmul / addcdiv ----
+
+class AddcmulBackward0(Node):
+    """``a + v t1 t2``: ``g``, ``g (t2 v)`` and ``g (t1 v)``; saves the tensor each
+    gradient needs."""
+
+    __slots__ = ("tensor1", "tensor2", "value")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        v = self.value
+        edges = self.next_edges
+        g1 = g * (self.tensor2.unpack(self, create_graph) * v) if edges[1] is not None else None
+        g2 = g * (self.tensor1.unpack(self, create_graph) * v) if edges[2] is not None else None
+        return (g if edges[0] is not None else None, g1, g2)
+
+    def release_variables(self) -> None:
+        for saved in (self.tensor1, self.tensor2):
+            if saved is not None:
+                saved.release()
+
+
+class AddcdivBackward0(AddcmulBackward0):
+    """``a + v t1 / t2``: ``g``, ``g (v / t2)`` and ``-g (v t1 / t2^2)``, as PyTorch's."""
+
+    __slots__ = ()
+
+    @numpy.errstate(all="ignore")  # t2 == 0. See Note [Silent singular points].
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        v = self.value
+        edges = self.next_edges
+        t2 = self.tensor2.unpack(self, create_graph)
+        g1 = g * (v / t2) if edges[1] is not None else None
+        g2 = None
+        if edges[2] is not None:
+            g2 = -g * (v * self.tensor1.unpack(self, create_graph) / (t2 * t2))
+        return (g if edges[0] is not None else None, g1, g2)
+
+
+_ADDCDIV_INTEGER_ERROR = (
+    "Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
+    "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can "
+    "be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+    "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+    "addcdiv behavior is just the latter implementation: (input + value * tensor1 / "
+    "tensor2), for all dtypes."
+)
+
+
+def _tensors_result_type(*tensors: Tensor) -> numpy.dtype:
+    """The result type of several tensors (Note [Type promotion]): those with dims and the
+    0-d ones promote within their class, then the two classes combine."""
+    classes: dict[bool, numpy.dtype] = {}
+    for t in tensors:
+        has_dims = t.ndim > 0
+        dtype = classes.get(has_dims)
+        classes[has_dims] = t.dtype if dtype is None else promote_types(dtype, t.dtype)
+    if len(classes) == 1:
+        return next(iter(classes.values()))
+    return result_type(_proxy(classes[True], 1), _proxy(classes[False], 0))
+
+
+def _addc(name: str, input: Tensor, tensor1: Tensor, tensor2: Tensor, value: Any,  # noqa: A002
+          node_cls: type[AddcmulBackward0]) -> Tensor:
+    """``input + value * tensor1 (* or /) tensor2`` in their result type (``value`` does not
+    promote: an integer result truncates it), as PyTorch's kernel computes it."""
+    a = tensor_arg(input, name, "input", 1)
+    t1 = tensor_arg(tensor1, name, "tensor1", 2)
+    t2 = tensor_arg(tensor2, name, "tensor2", 3)
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}(): argument 'value' must be Number, not {type(value).__name__}")
+    dev = check_same_device(a, t1)
+    check_same_device(a, t2)
+    divides = node_cls is AddcdivBackward0
+    if divides and t1.dtype.kind in "biu" and t2.dtype.kind in "biu":
+        raise RuntimeError(_ADDCDIV_INTEGER_ERROR)
+    rt = _tensors_result_type(a, t1, t2)
+    if rt.kind == "b":
+        raise _not_implemented(f"addcmul_{dev.type}_out", rt)
+    ot = _opmath(rt)
+    x, y, z = (t.data.astype(ot, copy=False) for t in (a, t1, t2))
+    v = ot.type(value)
+    try:
+        numpy.broadcast_shapes(x.shape, y.shape, z.shape)
+    except ValueError:
+        raise broadcast_error_among(x.shape, y.shape, z.shape) from None
+    data = (x + _dual.quietly(_addc_term, v, y, z, divides)).astype(rt, copy=False)
+    edges = edges_of(a, t1, t2)
+    if edges is None:
+        return plain(data, dev)
+    node = node_cls(edges)
+    node.value = value
+    node.tensor1 = save(t1) if divides or edges[2] is not None else None
+    node.tensor2 = save(t2) if divides or edges[1] is not None else None
+    return record(node, data, dev)
+
+
+def _addc_term(v: Any, y: Any, z: Any, divides: bool) -> Any:
+    return v * y / z if divides else v * y * z
+
+
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:  # noqa: A002
+    """``input + value * tensor1 * tensor2``, broadcast."""
+    return _addc("addcmul", input, tensor1, tensor2, value, AddcmulBackward0)
+
+
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:  # noqa: A002
+    """``input + value * tensor1 / tensor2``, broadcast; not for two integer tensors."""
+    return _addc("addcdiv", input, tensor1, tensor2, value, AddcdivBackward0)
+
+
+def addcmul_(a: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+    """``addcmul`` in place. See Note [In-place pointwise ops]."""
+    return _inplace(a, lambda s: addcmul(s, tensor1, tensor2, value=value),
+                    (tensor1, tensor2), copy_self=False)
+
+
+def addcdiv_(a: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+    """``addcdiv`` in place. See Note [In-place pointwise ops]."""
+    return _inplace(a, lambda s: addcdiv(s, tensor1, tensor2, value=value),
+                    (tensor1, tensor2), copy_self=False)
+
+
+# ---- Tensor methods ----
+
+Tensor.exp_ = exp_
+Tensor.log_ = log_
+Tensor.sqrt_ = sqrt_
+Tensor.sigmoid_ = sigmoid_
+Tensor.tanh_ = tanh_
+Tensor.sin_ = sin_
+Tensor.cos_ = cos_
+Tensor.abs_ = abs_
+Tensor.neg_ = neg_
+Tensor.reciprocal = reciprocal
+Tensor.reciprocal_ = reciprocal_
+Tensor.rsqrt = rsqrt
+Tensor.rsqrt_ = rsqrt_
+Tensor.square = square
+Tensor.square_ = square_
+Tensor.floor = floor
+Tensor.floor_ = floor_
+Tensor.ceil = ceil
+Tensor.ceil_ = ceil_
+Tensor.round = round
+Tensor.round_ = round_
+Tensor.trunc = trunc
+Tensor.trunc_ = trunc_
+Tensor.frac = frac
+Tensor.frac_ = frac_
+Tensor.log2 = log2
+Tensor.log2_ = log2_
+Tensor.log10 = log10
+Tensor.log10_ = log10_
+Tensor.exp2 = exp2
+Tensor.exp2_ = exp2_
+Tensor.isnan = isnan
+Tensor.isinf = isinf
+Tensor.isfinite = isfinite
+Tensor.nan_to_num = nan_to_num
+Tensor.nan_to_num_ = nan_to_num_
+Tensor.atan2 = atan2
+Tensor.atan2_ = atan2_
+Tensor.hypot = hypot
+Tensor.hypot_ = hypot_
+Tensor.fmod = fmod
+Tensor.fmod_ = fmod_
+Tensor.remainder = Tensor.__mod__ = remainder
+Tensor.remainder_ = Tensor.__imod__ = remainder_
+Tensor.__rmod__ = _rmod
+Tensor.fmax = fmax
+Tensor.fmin = fmin
+Tensor.lerp = lerp
+Tensor.lerp_ = lerp_
+Tensor.addcmul = addcmul
+Tensor.addcmul_ = addcmul_
+Tensor.addcdiv = addcdiv
+Tensor.addcdiv_ = addcdiv_
