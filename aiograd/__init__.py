@@ -96,6 +96,12 @@ _METHOD_FUNCTIONS = (
     "narrow", "chunk",
     "split", "unbind", "flip", "gather", "index_select", "masked_fill", "nonzero",
     "mm", "bmm", "dot", "mv", "numel", "clone", "detach", "is_floating_point",
+    # more pointwise math, and in-place forms
+    "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_",
+    "reciprocal", "reciprocal_", "rsqrt", "rsqrt_", "square", "square_", "floor", "floor_",
+    "ceil", "ceil_", "round", "trunc", "trunc_", "frac", "frac_", "log2", "log10", "exp2",
+    "isnan", "isinf", "isfinite", "nan_to_num", "nan_to_num_", "atan2", "hypot", "fmod",
+    "remainder", "fmax", "fmin", "lerp", "addcmul", "addcdiv",
     # sorting and scans
     "sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "cumprod", "cummax",
     "cummin", "logcumsumexp",

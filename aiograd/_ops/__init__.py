@@ -34,6 +34,7 @@ from . import (  # noqa: F401  (each module binds its Tensor methods)
     joining,
     linalg,
     nn_ops,
+    pointwise,
     reductions,
     scatter,
     shape,
