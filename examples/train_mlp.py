@@ -3,9 +3,9 @@
 Run:  python examples/train_mlp.py
 
 The data are thirty Gaussian clusters in 16 dimensions, three per class,
-made with NumPy. The
-training loop is an ordinary PyTorch-style loop inside ``asyncio.run``; the
-only async step is the backward pass, which runs on aiograd's CPU worker
+made with NumPy. The training loop is an ordinary PyTorch-style loop inside
+``asyncio.run`` (Adam, gradient clipping, a cosine learning-rate schedule);
+the only async step is the backward pass, which runs on aiograd's CPU worker
 while the event loop stays free for other work.
 """
 
@@ -61,6 +61,7 @@ async def main() -> None:
     )
     loss_fn = nn.CrossEntropyLoss()
     optimizer = optim.Adam(model.parameters(), lr=3e-3)
+    schedule = optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=EPOCHS)
     print(model)
 
     start = time.perf_counter()
@@ -72,8 +73,10 @@ async def main() -> None:
             optimizer.zero_grad()
             loss = loss_fn(model(aiograd.tensor(x_train[batch])), y_train[batch])
             await loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
             optimizer.step()
             total += loss.item() * len(batch)
+        schedule.step()
         if epoch == 1 or epoch % 4 == 0:
             print(f"epoch {epoch:2d}  loss {total / len(order):.4f}  "
                   f"train acc {accuracy(model, x_train, y_train):.3f}")
