@@ -6,14 +6,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._optimizer import Optimizer, ParamsT
+from .._tensor import Tensor
+from ._optimizer import (
+    Optimizer,
+    ParamsT,
+    _check_fused,
+    _hyper,
+    _state_tensor,
+    _step_tensor,
+    _unsupported,
+)
 
 __all__ = ["Adam", "AdamW"]
 
 
 class Adam(Optimizer):
     """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
-    maximize=False, decoupled_weight_decay=False)``, as ``torch.optim.Adam``::
+    *, foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+    decoupled_weight_decay=False)``, as ``torch.optim.Adam``::
 
         t += 1
         g = grad (negated if maximize) + weight_decay * p
@@ -26,14 +36,31 @@ class Adam(Optimizer):
     With ``decoupled_weight_decay`` (AdamW) g leaves out the decay term and each
     step first shrinks the parameter: ``p = p * (1 - lr * weight_decay)``.
 
-    State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq`` (and
-    ``max_exp_avg_sq`` with amsgrad). See Note [Optimizer steps write .data in place].
+    ``lr`` may be a 1-element Tensor (the group keeps it; ``lr / (1 - beta1 ** t)`` is
+    then computed in its dtype, as PyTorch). ``foreach`` and ``fused`` are recorded and
+    change nothing; ``capturable=True`` and ``differentiable=True`` are not supported.
+    State per parameter: ``step`` (a 0-d float32 CPU Tensor), ``exp_avg``,
+    ``exp_avg_sq`` (and ``max_exp_avg_sq`` with amsgrad).
+    See Note [Optimizer steps write .data in place].
     """
 
-    def __init__(self, params: ParamsT, lr: float = 1e-3,
+    _group_fallbacks = {"amsgrad": False, "maximize": False, "foreach": None,
+                        "capturable": False, "differentiable": False,
+                        "decoupled_weight_decay": False, "fused": None}
+
+    def __init__(self, params: ParamsT, lr: float | Tensor = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False, decoupled_weight_decay: bool = False) -> None:
+                 weight_decay: float = 0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False,
+                 capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None, decoupled_weight_decay: bool = False) -> None:
+        if isinstance(lr, Tensor):
+            if foreach and not capturable:
+                raise ValueError(
+                    "lr as a Tensor is not supported for capturable=False and foreach=True"
+                )
+            if lr.numel() != 1:
+                raise ValueError("Tensor lr must be 1-element")
         if not 0.0 <= lr:  # NaN too, as PyTorch's Adam (its SGD lets NaN through)
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -45,12 +72,26 @@ class Adam(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                        amsgrad=amsgrad, maximize=maximize,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                        capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
+        _check_fused(fused, foreach, differentiable)
+        _unsupported(type(self).__name__, capturable=capturable,
+                     differentiable=differentiable)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """As :meth:`Optimizer.load_state_dict`; a ``step`` saved as a number (older
+        state dicts) becomes a 0-d float32 Tensor, as PyTorch's."""
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state.get(p)
+                if state and not isinstance(state["step"], Tensor):
+                    state["step"] = _step_tensor(state["step"])
 
     def _update_group(self, group: dict[str, Any]) -> None:
-        lr = group["lr"]
+        lr = _hyper(group["lr"])
         beta1, beta2 = group["betas"]
         eps = group["eps"]
         weight_decay = group["weight_decay"]
@@ -59,19 +100,20 @@ class Adam(Optimizer):
         # Weight decay goes into g (coupled_decay), or shrinks the parameter (shrink).
         decoupled = group["decoupled_weight_decay"]
         coupled_decay = 0.0 if decoupled else weight_decay
-        shrink = 1.0 - lr * weight_decay if decoupled and weight_decay != 0 else None
+        shrink = float(1.0 - lr * weight_decay) if decoupled and weight_decay != 0 else None
         for p, xp, w, grad in self._with_grads(group):
             state = self.state[p]
             if not state:
-                state["step"] = 0
-                state["exp_avg"] = xp.zeros_like(w)
-                state["exp_avg_sq"] = xp.zeros_like(w)
+                state["step"] = _step_tensor()
+                state["exp_avg"] = _state_tensor(p, xp.zeros_like(w))
+                state["exp_avg_sq"] = _state_tensor(p, xp.zeros_like(w))
                 if amsgrad:
-                    state["max_exp_avg_sq"] = xp.zeros_like(w)
-            exp_avg = state["exp_avg"]
-            exp_avg_sq = state["exp_avg_sq"]
-            state["step"] += 1
-            step = state["step"]
+                    state["max_exp_avg_sq"] = _state_tensor(p, xp.zeros_like(w))
+            exp_avg = state["exp_avg"].data
+            exp_avg_sq = state["exp_avg_sq"].data
+            step_t = state["step"].data
+            step_t += 1
+            step = float(step_t)
 
             # scratch[-1] is a temporary, then the denominator; scratch[0] holds g
             # when it differs from grad.
@@ -102,10 +144,10 @@ class Adam(Optimizer):
 
             bias_correction1 = 1.0 - beta1 ** step
             bias_correction2 = 1.0 - beta2 ** step
-            step_size = lr / bias_correction1
+            step_size = float(lr / bias_correction1)
             v_hat = exp_avg_sq
             if amsgrad:
-                v_hat = state["max_exp_avg_sq"]
+                v_hat = state["max_exp_avg_sq"].data
                 xp.maximum(v_hat, exp_avg_sq, out=v_hat)
             denom = tmp
             xp.sqrt(v_hat, out=denom)
@@ -118,17 +160,22 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-    amsgrad=False, maximize=False)``, as ``torch.optim.AdamW``: Adam with
+    amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+    differentiable=False, fused=None)``, as ``torch.optim.AdamW``: Adam with
     ``decoupled_weight_decay=True``, so each step first shrinks the parameter,
     ``p = p * (1 - lr * weight_decay)``, and the moments see the plain gradient.
-    State per parameter: as :class:`Adam`'s.
+    Options and state per parameter: as :class:`Adam`'s.
     """
 
-    def __init__(self, params: ParamsT, lr: float = 1e-3,
+    def __init__(self, params: ParamsT, lr: float | Tensor = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                 maximize: bool = False, foreach: bool | None = None,
+                 capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:

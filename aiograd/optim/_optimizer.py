@@ -6,12 +6,17 @@ Note [Optimizer steps write .data in place]
     ``+=``). So:
 
     - the parameter keeps its identity and its array, and views of it stay views;
+    - the state (``opt.state[p]``) holds Tensors, as PyTorch's: each update reads
+      their ``.data`` and writes it in place, so a Tensor taken from the state
+      follows the training; Adam's ``step`` is a 0-d float32 CPU Tensor, +1 in place;
     - the version counter is bumped once per updated parameter, as PyTorch's
       in-place updates under ``no_grad`` bump it: a graph recorded before the
       step that saved the parameter raises the version error on a later
       backward instead of silently using the new values;
     - a step allocates nothing after the first: state buffers (momentum,
-      moments) and scratch buffers are made once per parameter, lazily.
+      moments) and scratch buffers are made once per parameter, lazily;
+    - NumPy's floating-point warnings are off during the update: a NaN or inf
+      gradient (or ``eps=0`` with a zero gradient) gives PyTorch's NaNs silently.
 
     Parameters and their grads must be on one device; the math uses that
     device's array module (``p.device.xp``), so CuPy parameters update on the GPU.
@@ -53,9 +58,14 @@ class Optimizer:
 
     defaults: dict[str, Any]
     param_groups: list[dict[str, Any]]
-    # Per-parameter state, keyed by the parameter itself (Tensors hash by identity);
-    # a defaultdict(dict) as PyTorch's, so state[p] is {} for a parameter without state.
-    state: defaultdict[Tensor, dict[str, Any]]
+    # Per-parameter state, keyed by the parameter itself (Tensors hash by identity) in
+    # the order parameters first got state; a defaultdict(dict) as PyTorch's, so
+    # state[p] is {} for a parameter without state. load_state_dict keeps an entry
+    # whose index matches no parameter under that index, as PyTorch.
+    state: defaultdict[Any, dict[str, Any]]
+    # Keys that load_state_dict sets in each group when the saved group lacks them
+    # (PyTorch's __setstate__), in that order.
+    _group_fallbacks: dict[str, Any] = {}
 
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
@@ -103,8 +113,8 @@ class Optimizer:
                     f"optimizer can only optimize Tensors, but parameter {i} of the group is "
                     f"a {type(p).__name__}"
                 )
-            if p.grad_fn is not None:
-                raise ValueError(f"can't optimize a non-leaf Tensor (parameter {i})")
+            if not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
         ids = [id(p) for p in params]
         if len(set(ids)) != len(ids):
             raise ValueError("a parameter group contains the same parameter twice")
@@ -147,7 +157,7 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        with no_grad():
+        with no_grad(), numpy.errstate(all="ignore"):
             for group in self.param_groups:
                 self._update_group(group)
         return loss
@@ -177,9 +187,11 @@ class Optimizer:
     # ---- saving ----
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"state": {index: {...}}, "param_groups": [...]}`` with arrays copied to NumPy.
+        """``{"state": {index: {...}}, "param_groups": [...]}`` with Tensors and arrays
+        copied to NumPy.
 
-        Parameters are referred to by their position across the groups, as in PyTorch.
+        Parameters are referred to by their position across the groups, and the state
+        is in the order of ``self.state``, as in PyTorch.
         """
         index: dict[int, int] = {}
         groups = []
@@ -191,15 +203,23 @@ class Optimizer:
                 ids.append(index[id(p)])
             packed["params"] = ids
             groups.append(packed)
-        state = {}
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p in self.state:
-                    state[index[id(p)]] = {k: _host_copy(p, v) for k, v in self.state[p].items()}
+        state = {
+            index[id(key)] if isinstance(key, Tensor) else key: {
+                k: _host_copy(v) for k, v in entry.items()
+            }
+            for key, entry in self.state.items()
+        }
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore state saved by :meth:`state_dict` onto this optimizer's parameters."""
+        """Restore state saved by :meth:`state_dict` onto this optimizer's parameters.
+
+        As PyTorch's: each group becomes a copy of the saved one (keeping its params,
+        and its ``param_names`` if the saved one has none); Tensors and arrays become
+        Tensors on the parameter's device, floating ones of its dtype, except ``step``,
+        which keeps its dtype on the CPU; an entry whose index matches no parameter is
+        kept under that index.
+        """
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(
@@ -216,15 +236,25 @@ class Optimizer:
                 )
             for idx, p in zip(saved["params"], mine["params"]):
                 by_index[idx] = p
+        groups = []
         for mine, saved in zip(self.param_groups, saved_groups):
-            for k, v in saved.items():
-                if k != "params":
-                    mine[k] = copy.deepcopy(v)
-        self.state = defaultdict(dict)
-        self._scratch = {}
+            group = copy.deepcopy({k: v for k, v in saved.items() if k != "params"})
+            group["params"] = mine["params"]
+            if "param_names" in mine and "param_names" not in group:
+                group["param_names"] = mine["param_names"]
+            for k, v in self._group_fallbacks.items():
+                group.setdefault(k, v)
+            groups.append(group)
+        state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
         for idx, entry in state_dict["state"].items():
-            p = by_index[int(idx)]
-            self.state[p] = {k: _to_param_device(p, v) for k, v in entry.items()}
+            p = by_index.get(idx)
+            if p is None:
+                state[idx] = entry
+            else:
+                state[p] = {k: _to_param_device(p, k, v) for k, v in entry.items()}
+        self.param_groups = groups
+        self.state = state
+        self._scratch = {}
 
     def __repr__(self) -> str:
         lines = [type(self).__name__ + " ("]
@@ -236,14 +266,61 @@ class Optimizer:
         return "\n".join(lines)
 
 
-def _host_copy(p: Tensor, value: Any) -> Any:
-    if isinstance(value, (numpy.ndarray, numpy.generic)) or p.device.backend.owns(value):
-        return numpy.array(p.device.backend.to_host(value), copy=True)
+def _check_fused(fused: bool | None, foreach: bool | None, differentiable: bool) -> None:
+    """PyTorch's construction checks of ``fused``."""
+    if fused:
+        if differentiable:
+            raise RuntimeError("`fused` does not support `differentiable`")
+        if foreach:
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
+def _unsupported(name: str, **flags: bool) -> None:
+    """Refuse the PyTorch options aiograd does not implement (``differentiable``,
+    ``capturable``) when true."""
+    for flag, value in flags.items():
+        if value:
+            raise NotImplementedError(
+                f"aiograd's {name} does not support {flag}=True; pass {flag}=False"
+            )
+
+
+def _state_tensor(p: Tensor, array: Any) -> Tensor:
+    """A state Tensor around ``array`` (no copy), on ``p``'s device."""
+    return Tensor._wrap(array, p.device)
+
+
+def _step_tensor(value: Any = 0.0) -> Tensor:
+    """A new ``step`` of ``value``: a 0-d float32 Tensor on the CPU, as PyTorch's."""
+    return Tensor._wrap(numpy.array(float(value), dtype=numpy.float32))
+
+
+def _hyper(value: Any) -> Any:
+    """A hyperparameter given as a 1-element Tensor as a NumPy scalar of its dtype;
+    anything else unchanged."""
+    if isinstance(value, Tensor):
+        return numpy.asarray(value.item(), dtype=value.dtype)[()]
+    return value
+
+
+def _host_copy(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return numpy.array(value.device.backend.to_host(value.data), copy=True)
+    if isinstance(value, (numpy.ndarray, numpy.generic)):
+        return numpy.array(value, copy=True)
     return copy.deepcopy(value)
 
 
-def _to_param_device(p: Tensor, value: Any) -> Any:
-    if isinstance(value, numpy.ndarray):
-        arr = numpy.array(value, dtype=p.dtype if value.dtype.kind == "f" else value.dtype)
-        return p.device.backend.from_host(arr, p.device.index) if p.device.type != "cpu" else arr
-    return copy.deepcopy(value)
+def _to_param_device(p: Tensor, key: Any, value: Any) -> Any:
+    """A copy of a saved state value: arrays and Tensors as Tensors on ``p``'s device (of
+    its dtype if floating), except ``step``, which keeps its dtype and stays on the CPU."""
+    if isinstance(value, Tensor):
+        value = value.device.backend.to_host(value.data)
+    if not isinstance(value, (numpy.ndarray, numpy.generic)):
+        return copy.deepcopy(value)
+    if key == "step":
+        return Tensor._wrap(numpy.array(value, copy=True))
+    arr = numpy.array(value, dtype=p.dtype if value.dtype.kind == "f" else value.dtype)
+    if p.device.type != "cpu":
+        arr = p.device.backend.from_host(arr, p.device.index)
+    return _state_tensor(p, arr)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._optimizer import Optimizer, ParamsT
+from .._tensor import Tensor
+from ._optimizer import Optimizer, ParamsT, _check_fused, _hyper, _state_tensor, _unsupported
 
 __all__ = ["SGD"]
 
 
 class SGD(Optimizer):
-    """``SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
-    maximize=False)``, as ``torch.optim.SGD``::
+    """``SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+    maximize=False, foreach=None, differentiable=False, fused=None)``, as
+    ``torch.optim.SGD``::
 
         g = grad (negated if maximize) + weight_decay * p
         buf = g                                  on the first step with momentum
@@ -19,27 +21,38 @@ class SGD(Optimizer):
         g = g + momentum * buf if nesterov else buf
         p = p - lr * g
 
-    State per parameter: ``momentum_buffer`` (only when ``momentum != 0``).
+    ``lr`` may be a 1-element Tensor (the group keeps it). ``foreach`` and ``fused``
+    are recorded, as PyTorch's, and change nothing; ``differentiable=True`` is not
+    supported. State per parameter: ``momentum_buffer`` (only when ``momentum != 0``).
     See Note [Optimizer steps write .data in place].
     """
 
-    def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0.0,
-                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-                 *, maximize: bool = False) -> None:
+    _group_fallbacks = {"nesterov": False, "maximize": False, "foreach": None,
+                        "differentiable": False, "fused": False}
+
+    def __init__(self, params: ParamsT, lr: float | Tensor = 1e-3, momentum: float = 0,
+                 dampening: float = 0, weight_decay: float = 0, nesterov: bool = False,
+                 *, maximize: bool = False, foreach: bool | None = None,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                        foreach=foreach, differentiable=differentiable, fused=fused)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
-                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
         super().__init__(params, defaults)
+        _check_fused(fused, foreach, differentiable)
+        _unsupported(type(self).__name__, differentiable=differentiable)
 
     def _update_group(self, group: dict[str, Any]) -> None:
-        lr = group["lr"]
+        lr = _hyper(group["lr"])
         momentum = group["momentum"]
         dampening = group["dampening"]
         weight_decay = group["weight_decay"]
@@ -63,11 +76,12 @@ class SGD(Optimizer):
                 xp.copyto(d_p, grad)
             if momentum != 0:
                 state = self.state[p]
-                buf = state.get("momentum_buffer")
-                if buf is None:
+                buf_t = state.get("momentum_buffer")
+                if buf_t is None:
                     buf = d_p.copy()
-                    state["momentum_buffer"] = buf
+                    state["momentum_buffer"] = _state_tensor(p, buf)
                 else:
+                    buf = buf_t.data
                     buf *= momentum
                     if dampening != 0:
                         # A param group may set dampening with nesterov: keep d_p.
