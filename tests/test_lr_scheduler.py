@@ -71,6 +71,31 @@ SCHEDULERS: dict[str, Callable[[Any, Any], Any]] = {
             m.CosineAnnealingLR(o, T_max=9, eta_min=0.001),
             m.ExponentialLR(o, gamma=0.9)], milestones=[5, 16]
     ),
+    "constant": lambda m, o: m.ConstantLR(o, factor=0.5, total_iters=4),
+    "constant_default": lambda m, o: m.ConstantLR(o),
+    "multiplicative": lambda m, o: m.MultiplicativeLR(o, lambda e: 0.95 - 0.01 * (e % 4)),
+    "polynomial": lambda m, o: m.PolynomialLR(o, total_iters=12, power=2.0),
+    "polynomial_default": lambda m, o: m.PolynomialLR(o),
+    "warm_restarts": lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=5, eta_min=0.01),
+    "warm_restarts_mult": lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2),
+    "one_cycle": lambda m, o: m.OneCycleLR(o, max_lr=[1.0, 0.5, 2.0], total_steps=30),
+    "one_cycle_linear_three_phase": lambda m, o: m.OneCycleLR(
+        o, max_lr=1.0, epochs=4, steps_per_epoch=8, pct_start=0.25, anneal_strategy="linear",
+        three_phase=True, div_factor=10.0, final_div_factor=100.0
+    ),
+    "cyclic": lambda m, o: m.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=4),
+    "cyclic_triangular2": lambda m, o: m.CyclicLR(
+        o, 0.01, [0.1, 0.2, 0.3], step_size_up=3, step_size_down=5, mode="triangular2"
+    ),
+    "cyclic_exp_range": lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=4,
+                                                mode="exp_range", gamma=0.9),
+    "cyclic_scale_fn": lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=2,
+                                               scale_fn=lambda x: 0.8**x,
+                                               scale_mode="iterations"),
+    "chained": lambda m, o: m.ChainedScheduler(
+        [m.ConstantLR(o, factor=0.5, total_iters=3), m.ExponentialLR(o, gamma=0.9),
+         m.CosineAnnealingLR(o, T_max=8)]
+    ),
 }
 
 
@@ -78,7 +103,9 @@ SCHEDULERS: dict[str, Callable[[Any, Any], Any]] = {
 def test_lr_sequence_matches_torch_bit_for_bit(name: str) -> None:
     ours, theirs, sched, torch_sched = _both(SCHEDULERS[name])
     assert ours == theirs
-    assert sched.last_epoch == torch_sched.last_epoch == STEPS
+    # ChainedScheduler has no last_epoch, as torch's.
+    assert getattr(sched, "last_epoch", STEPS) == getattr(torch_sched, "last_epoch", STEPS)
+    assert getattr(sched, "last_epoch", STEPS) == STEPS
 
 
 def test_cosine_matches_closed_form_within_1e12() -> None:
@@ -99,7 +126,9 @@ def test_scheduler_sets_initial_lr_and_base_lrs() -> None:
 
 
 @pytest.mark.parametrize("name", ["lambda", "step", "multistep", "exponential", "cosine",
-                                  "linear_decay", "sequential"])
+                                  "linear_decay", "sequential", "constant", "multiplicative",
+                                  "polynomial", "warm_restarts_mult", "one_cycle",
+                                  "cyclic_exp_range", "chained"])
 def test_state_dict_resumes_the_same_sequence(name: str) -> None:
     make = SCHEDULERS[name]
     expected, _, _, _ = _both(make)
@@ -112,7 +141,7 @@ def test_state_dict_resumes_the_same_sequence(name: str) -> None:
     sched2 = make(lr_scheduler, opt2)
     opt2.load_state_dict(opt_state)
     sched2.load_state_dict(sched_state)
-    assert sched2.last_epoch == 11
+    assert getattr(sched2, "last_epoch", 11) == 11
     resumed = _run(sched2, opt2, STEPS - 11)
     assert resumed == expected[11:]
 
@@ -241,6 +270,28 @@ def test_wrapping_optimizer_step_keeps_its_result_and_wraps_once() -> None:
      "one more than the number of milestone points"),
     (lambda m, o: m.SequentialLR(o, [m.ReduceLROnPlateau(o)], []), ValueError,
      "does not support `ReduceLROnPlateau`"),
+    (lambda m, o: m.ConstantLR(o, factor=1.5), ValueError,
+     "Constant multiplicative factor expected to be between 0 and 1."),
+    (lambda m, o: m.MultiplicativeLR(o, [lambda e: 1.0, 2.0, lambda e: 1.0]), TypeError,
+     "lr_lambda should be a function, but got float"),
+    (lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=0), ValueError,
+     "Expected positive integer T_0, but got 0"),
+    (lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=2, T_mult=0), ValueError,
+     "Expected integer T_mult >= 1, but got 0"),
+    (lambda m, o: m.OneCycleLR(o, max_lr=1.0), ValueError,
+     "You must define either total_steps OR (epochs AND steps_per_epoch)"),
+    (lambda m, o: m.OneCycleLR(o, max_lr=1.0, total_steps=10, pct_start=1), ValueError,
+     "Expected float between 0 and 1 pct_start, but got 1"),
+    (lambda m, o: m.OneCycleLR(o, max_lr=[1.0], total_steps=10), ValueError,
+     "max_lr must have the same length as optimizer.param_groups."),
+    (lambda m, o: m.OneCycleLR(o, max_lr=1.0, total_steps=10, anneal_strategy="x"),
+     ValueError, "anneal_strategy must be one of 'cos' or 'linear', instead got x"),
+    (lambda m, o: m.CyclicLR(o, 0.1, 1.0, mode="x"), ValueError,
+     "mode is invalid and scale_fn is None"),
+    (lambda m, o: m.ChainedScheduler([]), ValueError,
+     "ChainedScheduler expects at least one scheduler to be chained"),
+    (lambda m, o: m.ChainedScheduler([m.StepLR(o, 2), m.ReduceLROnPlateau(o)]), ValueError,
+     "ChainedScheduler does not support `ReduceLROnPlateau`"),
 ])
 def test_bad_arguments_raise_like_torch(make: Callable, error: type, message: str) -> None:
     for lib in (ag, torch):
@@ -295,3 +346,153 @@ def test_reduce_on_plateau_takes_a_tensor_metric_and_resumes() -> None:
     sched2.load_state_dict(state)
     assert sched2.patience == 1 and sched2.best == sched.best
     assert sched2.num_bad_epochs == sched.num_bad_epochs
+
+
+def test_state_dict_keys_are_torchs_and_older_dicts_load() -> None:
+    keys = []
+    for lib in (ag, torch):
+        opt = _sgd(lib)
+        sched = _module(lib).StepLR(opt, 3)
+        opt.step()
+        sched.step()
+        keys.append(list(sched.state_dict()))
+    assert keys[0] == keys[1]
+    assert "_get_lr_called_within_step" in keys[0]
+    old = lr_scheduler.StepLR(_sgd(ag), 3).state_dict()
+    old["_in_step"] = old.pop("_get_lr_called_within_step")
+    old["last_epoch"] = 5
+    opt = _sgd(ag)
+    sched = lr_scheduler.StepLR(opt, 3)
+    sched.load_state_dict(old)
+    assert list(sched.state_dict()) == keys[0]
+    opt.step()
+    sched.step()
+    assert sched.last_epoch == 6 and sched.get_last_lr() == [lr * 0.1 for lr in LRS]
+
+
+TENSOR_LR_SCHEDULERS = ["lambda", "step", "multistep", "exponential", "cosine_eta_min",
+                        "linear_decay", "sequential", "constant", "multiplicative",
+                        "polynomial", "warm_restarts", "one_cycle", "cyclic", "chained"]
+
+
+@pytest.mark.parametrize("name", TENSOR_LR_SCHEDULERS)
+def test_tensor_lr_is_scheduled_in_place_as_torch(name: str) -> None:
+    seqs = []
+    for lib in (ag, torch):
+        lrs = [lib.tensor(lr) for lr in LRS]
+        params = [lib.tensor(np.zeros(2, np.float32), requires_grad=True) for _ in LRS]
+        opt = lib.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(params, lrs)])
+        sched = SCHEDULERS[name](_module(lib), opt)
+        seq = []
+        for _ in range(12):
+            opt.step()
+            sched.step()
+            assert all(g["lr"] is lr for g, lr in zip(opt.param_groups, lrs))
+            last = sched.get_last_lr()
+            assert all(type(x) is type(lrs[0]) and x is not lr for x, lr in zip(last, lrs))
+            seq.append([float(x) for x in last])
+        assert all(g["initial_lr"] is not lr for g, lr in zip(opt.param_groups, lrs))
+        seq.append([float(x) for x in getattr(sched, "base_lrs", [])])
+        seqs.append(seq)
+    assert seqs[0] == seqs[1]
+
+
+def test_tensor_lr_on_plateau_as_torch() -> None:
+    seqs = []
+    for lib in (ag, torch):
+        lr = lib.tensor(0.1)
+        opt = lib.optim.SGD([lib.tensor(np.zeros(2), requires_grad=True)], lr=lr)
+        sched = _module(lib).ReduceLROnPlateau(opt, patience=0)
+        for step in range(8):
+            sched.step(_metric(step))
+        assert opt.param_groups[0]["lr"] is lr
+        seqs.append(float(lr))
+    assert seqs[0] == seqs[1]
+
+
+@pytest.mark.parametrize("make", [
+    lambda m, o: m.OneCycleLR(o, max_lr=0.5, total_steps=20, base_momentum=0.7),
+    lambda m, o: m.OneCycleLR(o, max_lr=0.5, total_steps=20, three_phase=True),
+    lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=3, base_momentum=[0.5, 0.6, 0.7]),
+])
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
+def test_cycled_momentum_and_beta1_as_torch(make: Callable, opt_name: str) -> None:
+    seqs = []
+    for lib in (ag, torch):
+        groups = [{"params": [lib.tensor(np.zeros(2, np.float32), requires_grad=True)],
+                   "lr": lr} for lr in LRS]
+        opt = getattr(lib.optim, opt_name)(groups, lr=1.0)
+        sched = make(_module(lib), opt)
+        seq = []
+        for _ in range(20):
+            opt.step()
+            sched.step()
+            seq.append([(g["lr"], g.get("momentum"), g.get("betas")) for g in opt.param_groups])
+        seqs.append((seq, [sorted(g) for g in opt.param_groups]))
+    assert seqs[0] == seqs[1]
+
+
+def test_one_cycle_past_total_steps_raises_as_torch() -> None:
+    for lib in (ag, torch):
+        opt = _sgd(lib)
+        sched = _module(lib).OneCycleLR(opt, max_lr=1.0, total_steps=3)
+        for _ in range(3):
+            opt.step()
+            sched.step()
+        with pytest.raises(ValueError, match="Tried to step 4 times. The specified number of "
+                                             "total steps is 3"):
+            sched.step()
+
+
+@pytest.mark.parametrize("t_mult", [1, 2, 3])
+def test_warm_restarts_step_to_an_epoch_as_torch(t_mult: int) -> None:
+    seqs = []
+    for lib in (ag, torch):
+        opt = _sgd(lib)
+        sched = _module(lib).CosineAnnealingWarmRestarts(opt, T_0=3, T_mult=t_mult,
+                                                         eta_min=0.001)
+        seq = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no call-order or epoch warning, as torch
+            for epoch in [0.5, 1.7, 3, 4.25, 7.5, 13, 20.1, 2, 5]:
+                sched.step(epoch)
+                seq.append((sched.get_last_lr(), sched.last_epoch, sched.T_cur, sched.T_i))
+                opt.step()
+                sched.step()
+                seq.append((sched.get_last_lr(), sched.last_epoch, sched.T_cur, sched.T_i))
+        seqs.append(seq)
+    assert seqs[0] == seqs[1]
+    with pytest.raises(ValueError, match="Expected non-negative epoch, but got -1"):
+        lr_scheduler.CosineAnnealingWarmRestarts(_sgd(ag), T_0=3).step(-1)
+
+
+@pytest.mark.parametrize("name", ["one_cycle", "cyclic_scale_fn", "warm_restarts_mult",
+                                  "chained", "multiplicative", "polynomial", "constant"])
+def test_new_schedulers_state_dict_keys_as_torch(name: str) -> None:
+    keys = []
+    for lib in (ag, torch):
+        opt = _sgd(lib)
+        sched = SCHEDULERS[name](_module(lib), opt)
+        _run(sched, opt, 3)
+        saved = sched.state_dict()
+        keys.append(sorted(saved))
+        if "_schedulers" in saved:
+            keys.append([sorted(s) for s in saved["_schedulers"]])
+    assert keys[: len(keys) // 2] == keys[len(keys) // 2:]
+
+
+def test_cyclic_saves_a_callable_object_scale_fn() -> None:
+    class Scale:
+        def __init__(self) -> None:
+            self.base = 0.5
+
+        def __call__(self, x: float) -> float:
+            return self.base**x
+
+    saved = lr_scheduler.CyclicLR(_sgd(ag), 0.01, 0.1, scale_fn=Scale()).state_dict()
+    assert saved["_scale_fn_custom"] == {"base": 0.5} and "_scale_fn_ref" not in saved
+    saved["_scale_fn_custom"]["base"] = 0.25
+    fresh = Scale()
+    sched = lr_scheduler.CyclicLR(_sgd(ag), 0.01, 0.1, scale_fn=fresh)
+    sched.load_state_dict(saved)
+    assert fresh.base == 0.25 and saved["_scale_fn_custom"] == {"base": 0.25}
