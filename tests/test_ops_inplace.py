@@ -467,3 +467,30 @@ def test_in_place_write_of_an_empty_non_leaf_is_allowed_as_in_torch():
         y.sum().backward() if lib is torch else y.sum().backward_sync()
         results.append((tuple(y.shape), y.grad_fn.name(), tuple(x.grad.shape)))
     assert results[0] == results[1] == ((0, 2), "AddBackward0", (0, 2))
+
+
+def _pow_through_a_view(lib, write_again: bool = False):
+    """``b[0].pow_(e)`` on a clone of a leaf, then first and second-order gradients."""
+    a = lib.tensor(np.array([[0.8, 3.1], [2.2, 0.6]]), requires_grad=True)
+    e = lib.tensor(np.array([1.1, 1.5]), requires_grad=True)
+    b = a.clone()
+    b[0].pow_(e)
+    if write_again:
+        b[0].add_(1.0)
+    grad = (lambda *args, **kw: lib.autograd.grad(*args, **kw)) if lib is not ag else ag.grad_sync
+    firsts = grad((b * b).sum(), [a, e], create_graph=True)
+    seconds = grad(sum((g * g).sum() for g in firsts), [a, e])
+    return [g.detach().numpy() for g in (*firsts, *seconds)]
+
+
+def test_pow_with_a_tensor_exponent_through_a_view_has_torchs_second_order_gradients():
+    torch = pytest.importorskip("torch")
+    for ours, theirs in zip(_pow_through_a_view(ag), _pow_through_a_view(torch)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10)
+
+
+def test_pow_through_a_view_written_again_raises_at_backward_as_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (ag, torch):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            _pow_through_a_view(lib, write_again=True)

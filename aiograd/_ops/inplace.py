@@ -59,7 +59,7 @@ from .views import (
     set_history,
 )
 
-__all__ = ["check_inplace", "commit_inplace"]
+__all__ = ["check_inplace", "commit_inplace", "saved_result"]
 
 _Edges = tuple[Any, ...] | None
 
@@ -242,8 +242,21 @@ def pow_(t: Tensor, exponent: Any) -> Tensor:
     t.device.xp.copyto(t.data, value.data, casting="unsafe")
     commit_inplace(t, node)
     if type(node) is PowBackward1:
-        node.result = save(t, is_output=True) if t._base is None else save(t.detach())
+        node.result = saved_result(t, None if t._base is None else _pow(old, other_t))
     return t
+
+
+def saved_result(t: Tensor, twin: Tensor | None) -> Any:
+    """What a node written into ``t`` in place saves as its result: ``t`` itself, as the
+    node's output. For a view, whose new history is the root's CopySlices, ``twin``: the
+    op's result computed again from the old value, whose history is a twin of the node
+    over the same inputs (so create_graph differentiates through it, as PyTorch's saved
+    view result, without a reference cycle), sharing ``t``'s version counter so that a
+    later write of ``t`` is caught. Call after ``commit_inplace``."""
+    if twin is None:
+        return save(t, is_output=True)
+    twin._vc = t._vc
+    return save(twin)
 
 
 def _bitwise_(name: str) -> Any:
