@@ -5,10 +5,18 @@ gradcheck."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
-from oracles import arr, check_against_torch, check_on_fake_device, check_second_order, leaf
+from oracles import (
+    arr,
+    check_against_torch,
+    check_on_fake_device,
+    check_second_order,
+    leaf,
+    run_both,
+)
 
 import aiograd as ag
 import aiograd._ops.sorting  # noqa: F401
@@ -552,6 +560,101 @@ def test_cumprod_dtype_argument_matches_torch():
 def test_cumprod_to_an_int_dtype_of_a_tensor_requiring_grad_fails():
     with pytest.raises(RuntimeError, match="Autograd not support dtype: Long"):
         cumprod(leaf(arr((3,))), 0, dtype=ag.int64)
+
+
+@pytest.mark.parametrize("cast", [("float32", "float64"), ("float64", "float32")], ids=str)
+@pytest.mark.parametrize("values", [[[1.5, -0.7, 2.0]], [[1.5, 0.0, 2.0]]], ids=["plain", "zero"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_cumprod_dtype_casts_inside_the_node_as_torch(values, cast, create_graph):
+    """No ToCopyBackward0: the node has the input's own edge; the gradient comes back in the
+    input's dtype."""
+
+    def program(m):
+        x = m.tensor(values, dtype=getattr(m, cast[0]), requires_grad=True)
+        y = x.cumprod(1, dtype=getattr(m, cast[1]))
+        (g,) = (ag.grad_sync if m is ag else m.autograd.grad)(
+            y, x, m.tensor([[0.3, -1.2, 2.0]], dtype=y.dtype), create_graph=create_graph)
+        return ([type(f).__name__ for f, _ in y.grad_fn.next_functions], str(y.dtype),
+                str(g.dtype), g.detach().numpy())
+
+    ours, theirs = run_both(program)
+    assert ours[0] == theirs[0] == ["AccumulateGrad"]
+    for a, b in zip(ours[1:3], theirs[1:3]):
+        assert a.split(".")[-1] == b.split(".")[-1]
+    np.testing.assert_allclose(ours[3], theirs[3], rtol=1e-6)
+
+
+INF_CASES = [[INF, 0.0, 2.0], [2.0, 0.0, INF, 0.0, 3.0], [0.0, INF, 2.0], [NAN, 0.0, 2.0, 0.0],
+             [1.0, 0.0, NAN, 0.0, 2.0], [1e200, 1e200, 0.0, 2.0], [INF, 2.0, 3.0],
+             [-INF, INF, NAN, 1.0], [INF, INF, 1.0]]
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("values", INF_CASES, ids=str)
+@pytest.mark.parametrize("op", ["cumprod", "logcumsumexp"])
+def test_scan_gradients_with_inf_and_nan_match_torch_silently(op, values, create_graph):
+    """PyTorch's values on inf and NaN, and NumPy warns nothing, forward or backward.
+    cumprod under create_graph (PyTorch: a loop summing each term apart; aiograd: a scan)
+    only with a seed of ones: a zero or mixed-sign seed times inf may give NaN in PyTorch
+    and inf here."""
+
+    def program(m):
+        x = m.tensor(values, dtype=m.float64, requires_grad=True)
+        y = getattr(x, op)(0)
+        seed = m.tensor(np.ones(len(values)) if create_graph
+                        else np.linspace(1.0, -1.0, len(values)))
+        (g,) = (ag.grad_sync if m is ag else m.autograd.grad)(y, x, seed,
+                                                              create_graph=create_graph)
+        return y.detach().numpy(), g.detach().numpy()
+
+    for ours, theirs in zip(*run_both(program)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-13)
+
+
+def _version_error(m, op, values, written):
+    """The message of the backward of ``op`` after ``written`` is modified in place, without
+    the tensor's type name (``float32`` in aiograd, ``torch.FloatTensor`` in PyTorch)."""
+    x = m.tensor(values, requires_grad=True)
+    h = x * 1
+    out = getattr(h, op)(0)
+    y = out[0] if op in ("cummax", "cummin") else out
+    if "input" in written:
+        h.add_(1)
+    if "indices" in written:
+        out[1].add_(0)
+    if "result" in written:
+        y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as info:
+        (ag.grad_sync if m is ag else m.autograd.grad)(y.sum(), x)
+    return re.sub(r"\[[\w.]+ \[", "[[", str(info.value)).split(" Hint:")[0]
+
+
+VERSION_CASES = {
+    "cummax_input": ("cummax", [[1.0, 2.0], [3.0, 4.0]], "input"),
+    "cummin_input": ("cummin", [[1.0, 2.0], [3.0, 4.0]], "input"),
+    "cummax_input_and_indices": ("cummax", [[1.0, 2.0], [3.0, 4.0]], "input indices"),
+    "cummin_indices": ("cummin", [[1.0, 2.0], [3.0, 4.0]], "indices"),
+    "cummin_0d_input": ("cummin", 2.0, "input"),
+    "cumprod_zero_result": ("cumprod", [1.5, 0.0, -0.5], "result"),
+    "cumprod_size_1_result": ("cumprod", [[1.0, 2.0]], "result"),
+    "cumprod_0d_result": ("cumprod", 2.0, "result"),
+    "cumprod_empty_result": ("cumprod", [], "result"),
+    "cumprod_input_and_result": ("cumprod", [1.5, 2.0, -0.5], "input result"),
+    "cumprod_0d_input": ("cumprod", 2.0, "input"),
+    "logcumsumexp_0d_result": ("logcumsumexp", 2.0, "result"),
+    "logcumsumexp_empty_input": ("logcumsumexp", [], "input"),
+    "logcumsumexp_empty_result": ("logcumsumexp", [], "result"),
+    "logcumsumexp_0d_input_and_result": ("logcumsumexp", 2.0, "input result"),
+}
+
+
+@pytest.mark.parametrize("case", VERSION_CASES)
+def test_scans_check_their_saved_tensors_at_backward_as_torch(case):
+    """PyTorch saves the input (cummax, cummin: besides the indices) and the result
+    (cumprod, logcumsumexp) and checks them, input first, whatever the shape or values."""
+    ours, theirs = run_both(lambda m: _version_error(m, *VERSION_CASES[case]))
+    assert ours == theirs
 
 
 def test_cumprod_node_name_and_0d():

@@ -96,14 +96,17 @@ def _scalar_pair(a: Tensor) -> tuple[Any, Any]:
 
 
 def _with_history(a: Tensor, values: Any, idx: Any, node_cls: type, dim: int,
-                  keepdim: bool = True) -> ValuesIndices:
+                  keepdim: bool = True, save_self: bool = False) -> ValuesIndices:
     """``(values, indices)`` as tensors; ``values`` records ``node_cls`` (which sends the
-    gradient to ``indices``) when ``a`` requires grad."""
+    gradient to ``indices``) when ``a`` requires grad. ``save_self`` also saves ``a`` (as
+    ``self_``, before the indices, PyTorch's order)."""
     values, indices = as_array(values), plain(as_array(idx), a.device)
     edges = edges_of(a)
     if edges is None:
         return ValuesIndices(plain(values, a.device), indices)
     node = node_cls(edges)
+    if save_self:
+        node.self_ = save(a)
     node.indices = save(indices)
     node.dim = dim
     node.keepdim = keepdim
@@ -341,10 +344,22 @@ def nanmedian(a: Tensor, dim: Any = _ABSENT, keepdim: Any = _ABSENT) -> Any:
 # ---- cummax / cummin ----
 
 class CummaxBackward0(SortBackward0):
-    """Repeated indices add up their gradients (PyTorch's ``cummaxmin_backward``)."""
+    """Repeated indices add up their gradients (PyTorch's ``cummaxmin_backward``).
 
-    __slots__ = ()
+    The formula does not read the input; ``self_`` is saved, as PyTorch does, for its
+    version check (made before the indices').
+    """
+
+    __slots__ = ("self_",)
     unique = False
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        self.self_.unpack(self, False)
+        return super().apply(grads, create_graph)
+
+    def release_variables(self) -> None:
+        self.self_.release()
+        super().release_variables()
 
 
 class CumminBackward0(CummaxBackward0):
@@ -383,7 +398,8 @@ def _cumulative_extreme(a: Tensor, dim: int, is_max: bool) -> ValuesIndices:
     x = a.data
     d = normalize_dim(dim, x.ndim)
     values, idx = _scalar_pair(a) if x.ndim == 0 else _running_extreme(a, d, is_max)
-    return _with_history(a, values, idx, CummaxBackward0 if is_max else CumminBackward0, d)
+    return _with_history(a, values, idx, CummaxBackward0 if is_max else CumminBackward0, d,
+                         save_self=True)
 
 
 def cummax(a: Tensor, dim: int) -> ValuesIndices:
@@ -429,6 +445,12 @@ def _reverse_linear_scan(b: Any, c: Any, dim: int) -> Any:
     return b
 
 
+def _prepend_one(x: Any, dim: int) -> Any:
+    """``x`` with a slice of ones put first along ``dim``."""
+    ones = _dual.zeros_of(x, x.shape[:dim] + (1,) + x.shape[dim + 1:]) + 1
+    return _cat([ones, x], dim)
+
+
 def _cumprod_grad_with_zeros(g: Any, x: Any, dim: int) -> Any:
     """``sum_{k >= j} g_k prod_{i <= k, i != j} x_i`` along ``dim``, without dividing by x
     (which has zeros): ``L_j R_j``, ``L_j = prod_{i < j} x_i`` (a shifted cumprod) and
@@ -437,29 +459,54 @@ def _cumprod_grad_with_zeros(g: Any, x: Any, dim: int) -> Any:
     PyTorch's O(n^2) formula for this case.
     """
     n = x.shape[dim]
-    ones = _dual.zeros_of(x, x.shape[:dim] + (1,) + x.shape[dim + 1:]) + 1
-    before = _cat([ones, _cumprod(_part(x, dim, 0, n - 1), dim)], dim)
+    before = _prepend_one(_cumprod(_part(x, dim, 0, n - 1), dim), dim)
     # c_j = x_{j+1}; the last c is never used (nothing follows), x_0 fills it
     following = _cat([_part(x, dim, 1, n), _part(x, dim, 0, 1)], dim)
     return before * _reverse_linear_scan(g, following, dim)
 
 
+def _cumprod_grad_first_zero(g: Any, x: Any, y: Any, dim: int) -> Any:
+    """PyTorch's O(n) gradient for an ``x`` with zeros (arrays; not differentiated again).
+
+    In a slice whose first zero is at ``z1`` (the second at ``z2``, or the end): before
+    ``z1``, ``reversed_cumsum(g * y) / x`` over the elements before ``z1``; at ``z1``,
+    ``y_{z1-1} sum_{z1 <= k < z2} g_k prod_{z1 < i <= k} x_i``; after it, 0. With inf or
+    NaN in ``x`` this gives PyTorch's values, which differ from the polynomial of
+    :func:`_cumprod_grad_with_zeros`.
+    """
+    xp = _dual.xp_of(x)
+    zeros_so_far = (x == 0).cumsum(axis=dim)
+    before, up_to_second = zeros_so_far == 0, zeros_so_far == 1
+    first = up_to_second & (x == 0)
+    head = _reverse_cumsum(xp.where(before, y * g, 0), dim) / x
+    runs = xp.where(up_to_second & ~first, x, 1).cumprod(axis=dim)
+    at_first = (runs * xp.where(up_to_second, g, 0)).sum(axis=dim, keepdims=True)
+    y_before = _prepend_one(_part(y, dim, 0, x.shape[dim] - 1), dim)
+    return xp.where(before, head, xp.where(first, at_first * y_before, 0))
+
+
 class CumprodBackward0(Node):
-    """``sum_{k >= j} g_k y_k / x_j`` (``y`` the result): PyTorch's
-    ``reversed_cumsum(g * y) / x`` when no element is 0, else the same sum written
+    """``sum_{k >= j} g_k y_k / x_j`` (``y`` the result), PyTorch's formulas: with ``g``
+    cast to the input's dtype, ``reversed_cumsum(g * y) / x`` when no element is 0, else
+    :func:`_cumprod_grad_first_zero`, or for ``create_graph`` the same sum written
     without division (:func:`_cumprod_grad_with_zeros`)."""
 
     __slots__ = ("self_", "result", "dim")
 
+    @numpy.errstate(all="ignore")  # inf and NaN inputs: inf * 0, inf / inf
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
         x = self.self_.unpack(self, create_graph)
-        if x.ndim == 0 or x.shape[self.dim] <= 1:
-            return (g,)
-        if bool((_dual.raw(x) == 0).any()):
-            return (_cumprod_grad_with_zeros(g, x, self.dim),)
         y = self.result.unpack(self, create_graph)
-        return (_reverse_cumsum(g * y, self.dim) / x,)
+        g = grads[0]
+        if g.dtype != x.dtype:  # cumprod(dtype=...): the result's dtype is another
+            g = g.to(dtype=x.dtype) if type(g) is Tensor else g.astype(x.dtype)
+        if _dual.raw(x).size <= 1 or x.shape[self.dim] == 1:
+            return (g,)
+        if not bool((_dual.raw(x) == 0).any()):
+            return (_reverse_cumsum(g * y, self.dim) / x,)
+        if create_graph:
+            return (_cumprod_grad_with_zeros(g, x, self.dim),)
+        return (_cumprod_grad_first_zero(g, x, y, self.dim),)
 
     def release_variables(self) -> None:
         self.self_.release()
@@ -467,14 +514,22 @@ class CumprodBackward0(Node):
 
 
 def cumprod(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
-    """Running products along ``dim``, of ``a`` cast to ``dtype``; integers and bools
-    multiply in int64. The gradient is exact where the input has zeros."""
-    d = normalize_dim(dim, a.ndim)
-    if dtype is not None:  # a recorded cast: the formula needs the cast values
-        a = a.to(dtype=_cast_dtype(a, dtype, "cumprod"))
+    """Running products along ``dim``, of ``a`` cast to ``dtype`` (inside the op: the node
+    has ``a``'s edge, and the gradient ``a``'s dtype); integers and bools multiply in
+    int64. The gradient is exact where the input has zeros."""
     x = a.data
-    dt = int64 if dtype is None and x.dtype.kind in "biu" else x.dtype
-    data = _dual.contiguous(x.cumprod(axis=d, dtype=dt)) if x.ndim else x.astype(dt, copy=True)
+    d = normalize_dim(dim, x.ndim)
+    if dtype is not None:
+        dt = _cast_dtype(a, dtype, "cumprod")
+        x = x.astype(dt, copy=False)
+    elif x.dtype.kind in "biu":
+        dt = int64
+    else:
+        dt = x.dtype
+    if x.ndim:
+        data = _dual.contiguous(_dual.quietly(x.cumprod, d, dt))
+    else:
+        data = x.astype(dt, copy=True)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -519,11 +574,11 @@ class LogcumsumexpBackward0(Node):
 
     @numpy.errstate(all="ignore")  # log(0) of a zero gradient
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.self_.unpack(self, create_graph)
+        result = self.result.unpack(self, create_graph)
         g = grads[0]
         if g.ndim == 0 or 0 in g.shape:
             return (g,)
-        x = self.self_.unpack(self, create_graph)
-        result = self.result.unpack(self, create_graph)
         d = self.dim
         ga = _dual.raw(g)
         lowest = float(numpy.finfo(ga.dtype).min)
