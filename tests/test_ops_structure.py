@@ -124,6 +124,10 @@ CASES = {
     (3, 1)), (2, 3, 4)),
     "unflatten_inferred": case(lambda x: x.unflatten(-1, [2, -1]),
                                lambda x: x.unflatten(-1, [2, -1]), (2, 3, 4)),
+    "unflatten_inferred_empty": case(lambda x: x.unflatten(0, (2, -1)),
+                                     lambda x: x.unflatten(0, (2, -1)), (2, 0)),
+    "unflatten_inferred_empty_other": case(lambda x: x.unflatten(0, (-1, 1, 3)),
+                                           lambda x: x.unflatten(0, (-1, 1, 3)), (3, 0)),
     "unflatten_transposed": case(lambda x: x.t().unflatten(0, (2, 2)),
                                  lambda x: x.t().unflatten(0, (2, 2)), (3, 4)),
     "roll": case(lambda x: x.roll(1, 0), lambda x: x.roll(1, 0), (3, 4)),
@@ -139,6 +143,10 @@ CASES = {
                                   lambda x: x.repeat_interleave(3, dim=-1), (2, 3)),
     "repeat_interleave_zero": case(lambda x: x.repeat_interleave(0, dim=0),
                                    lambda x: x.repeat_interleave(0, dim=0), (2, 3)),
+    "repeat_interleave_empty": case(lambda x: x.repeat_interleave(2, dim=0),
+                                    lambda x: x.repeat_interleave(2, dim=0), (3, 0)),
+    "repeat_interleave_empty_zero": case(lambda x: x.repeat_interleave(0, dim=-1),
+                                         lambda x: x.repeat_interleave(0, dim=-1), (0, 2, 3)),
     "repeat_interleave_0d": case(lambda x: x.repeat_interleave(3),
                                  lambda x: x.repeat_interleave(3), ()),
     "repeat_interleave_counts": case(
@@ -433,6 +441,33 @@ def test_diff_along_empty_dim_returns_input():
     assert diff(x, 3) is x
 
 
+def test_diff_zero_order_ignores_prepend_and_append():
+    def program(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        p = m.tensor([[0.0]], requires_grad=True)
+        out = m.diff(x, 0, 0, p[0], m.tensor([5.0]))
+        node = out.grad_fn.name().removeprefix("torch::autograd::")
+        return out, node, m.diff(x.detach(), 0, prepend=p[0]).requires_grad
+
+    (ours, ours_node, ours_rg), (theirs, theirs_node, theirs_rg) = run_both(program)
+    assert ours.tolist() == theirs.tolist() == [1.0, 2.0]
+    assert ours_node == theirs_node == "CopyBackwards"
+    assert ours_rg is theirs_rg is False
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "int64", None), ("float32", None, "bool"),
+                                    ("float16", "int64", "float32"), ("int64", "float32", None),
+                                    ("bool", None, "int64"), ("uint8", "int8", None)])
+def test_diff_prepend_append_promote_as_torch(dtypes):
+    def program(m):
+        x, p, a = (None if d is None else m.tensor([1, 0]).to(getattr(m, d)) for d in dtypes)
+        return m.diff(x, prepend=p, append=a)
+
+    ours, theirs = run_both(program)
+    assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.")
+    assert ours.tolist() == theirs.tolist()
+
+
 def test_tril_inplace_of_leaf_raises():
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
         leaf(arr((3, 3))).tril_()
@@ -519,6 +554,9 @@ def _errors():
         "unflatten_empty": (lambda m, x: x(z((2, 3))).unflatten(1, ()), None),
         "unflatten_product": (lambda m, x: x(z((2, 3))).unflatten(1, (2, 2)), None),
         "unflatten_two_inferred": (lambda m, x: x(z((2, 4))).unflatten(1, (-1, -1)), None),
+        "unflatten_ambiguous": (lambda m, x: x(z((0, 3))).unflatten(0, (0, -1)), None),
+        "unflatten_zero_size_inferred": (lambda m, x: x(z((6, 2))).unflatten(0, (0, -1)), None),
+        "unflatten_negative_size": (lambda m, x: x(z((6, 2))).unflatten(0, (2, -3)), None),
         "unflatten_0d": (lambda m, x: x(z(())).unflatten(0, (1,)), None),
         "roll_align": (lambda m, x: m.roll(x(z((2, 3))), (1, 2), (0,)), None),
         "roll_align_no_dims": (lambda m, x: m.roll(x(z((2, 3))), (1, 2)), None),
@@ -528,6 +566,8 @@ def _errors():
         "rot90_vector": (lambda m, x: m.rot90(x(z(3))), None),
         "rot90_same_dims": (lambda m, x: m.rot90(x(z((2, 3, 4))), 1, [0, -3]), None),
         "rot90_range": (lambda m, x: m.rot90(x(z((2, 3, 4))), 1, [0, 5]), None),
+        "rot90_range_before_same": (lambda m, x: m.rot90(x(z((2, 2))), 1, [0, 2]), None),
+        "rot90_range_both": (lambda m, x: m.rot90(x(z((2, 2))), 1, [5, 5]), None),
         "repeat_interleave_negative": (lambda m, x: m.repeat_interleave(x(z((2, 3))), -1),
                                        None),
         "repeat_interleave_counts_size": (lambda m, x: m.repeat_interleave(

@@ -15,6 +15,7 @@ records DiagonalBackwardBackward0 under ``create_graph``, as PyTorch does.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from .._tensor import Tensor, cpp_type_name, scalar_type_name
 from ..grad_mode import no_grad
 from ..graph._node import Node
 from . import _dual
+from ._promote import promote_types
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
 from .indexing import index_select
 from .inplace import check_inplace, clone, commit_inplace, copy_
@@ -567,6 +569,34 @@ def swapdims(input: Tensor, dim0: int, dim1: int) -> Tensor:  # noqa: A002
     return transpose(input, dim0, dim1)
 
 
+def _unflattened_sizes(sizes: tuple[int, ...], size: int, d: int) -> tuple[int, ...]:
+    """``sizes`` with its -1 (if any) filled in so they multiply up to ``size``: PyTorch's
+    ``infer_size`` over the one dim, with unflatten's errors."""
+    unexpected = "unflatten got an unexpected error:\n"
+    inferred = None
+    for i, s in enumerate(sizes):
+        if s == -1:
+            if inferred is not None:
+                raise RuntimeError(unexpected + "only one dimension can be inferred")
+            inferred = i
+        elif s < 0:
+            raise RuntimeError(f"{unexpected}invalid shape dimension {s} at index {i} of shape "
+                               f"{list(sizes)}")
+    known = math.prod(s for s in sizes if s != -1)
+    if known != size and (inferred is None or not known or size % known):
+        raise RuntimeError(
+            f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim "
+            f"{d} ({size}) in the input tensor"
+        )
+    if inferred is None:
+        return sizes
+    if not known:  # an empty dim: any size fits the -1
+        raise RuntimeError(f"{unexpected}cannot reshape tensor of 0 elements into shape "
+                           f"{list(sizes)} because the unspecified dimension size -1 can be any "
+                           "value and is ambiguous")
+    return sizes[:inferred] + (size // known,) + sizes[inferred + 1:]
+
+
 def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:  # noqa: A002
     """Dim ``dim`` split into dims of ``sizes`` (one may be -1), a view (ViewBackward0)."""
     sizes = size_args((tuple(sizes),), "unflatten")
@@ -576,16 +606,7 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:  # noqa:
         raise RuntimeError("unflatten got an unexpected error:\nDimension specified as "
                            f"{dim} but tensor has no dimensions")
     d = wrap_dim(dim, input.ndim)
-    if sizes.count(-1) > 1:
-        raise RuntimeError("unflatten got an unexpected error:\nonly one dimension can be "
-                           "inferred")
-    size = input.shape[d]
-    known = math.prod(s for s in sizes if s != -1)
-    if (size % known if -1 in sizes and known else known != size):
-        raise RuntimeError(
-            f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim "
-            f"{d} ({size}) in the input tensor"
-        )
+    sizes = _unflattened_sizes(sizes, input.shape[d], d)
     return view(input, input.shape[:d] + sizes + input.shape[d + 1:])
 
 
@@ -654,11 +675,11 @@ def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:  #
         raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
     if input.ndim < 2:
         raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
-    if dims[0] == dims[1] or abs(dims[0] - dims[1]) == input.ndim:
+    d0, d1 = wrap_dim(dims[0], input.ndim), wrap_dim(dims[1], input.ndim)
+    if d0 == d1:
         raise RuntimeError(
             f"expected rotation dims to be different, but got dim0 = {dims[0]} and "
             f"dim1 = {dims[1]}")
-    d0, d1 = wrap_dim(dims[0], input.ndim), wrap_dim(dims[1], input.ndim)
     turns = operator.index(k) % 4
     xp = input.device.xp
     if turns == 1:
@@ -728,7 +749,9 @@ def repeat_interleave(input: Tensor, repeats: Any = None, dim: int | None = None
         raise RuntimeError(f"repeat_interleave: Invalid output_size, expected "
                            f"{src.shape[d] * times} but got {output_size}")
     shape = spread.shape[:d + 1] + (times,) + spread.shape[d + 2:]
-    return flatten(clone(expand(spread, shape)), d, d + 1)
+    # flatten(d, d + 1), the merged size given: a -1 would be ambiguous if another dim is 0
+    return reshape(clone(expand(spread, shape)),
+                   src.shape[:d] + (src.shape[d] * times,) + src.shape[d + 1:])
 
 
 def _split_bounds(t: Tensor, spec: Any, d: int) -> list[int]:
@@ -785,22 +808,27 @@ def _diff_operand(t: Tensor, other: Any, d: int, name: str) -> Tensor:
 def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,  # noqa: A002
          append: Tensor | None = None) -> Tensor:
     """The ``n``-th forward difference along ``dim`` (``x[i + 1] - x[i]``, xor for bool),
-    after ``prepend`` and ``append`` are joined on; each step is one element shorter."""
+    after ``prepend`` and ``append`` are joined on (types promote as PyTorch's ``cat``); each
+    step is one element shorter. ``n=0`` gives a copy of ``input`` alone."""
     if input.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
     order = operator.index(n)
     if order < 0:
         raise RuntimeError(f"order must be non-negative but got {order}")
     d = wrap_dim(dim, input.ndim)
-    if prepend is not None or append is not None:
-        parts = [input]
-        if prepend is not None:
-            parts.insert(0, _diff_operand(input, prepend, d, "prepend"))
-        if append is not None:
-            parts.append(_diff_operand(input, append, d, "append"))
-        input = cat(parts, d)
-    if order == 0:  # a copy: PyTorch's zeros_like(x).copy_(x)
+    parts = [input]
+    if prepend is not None:
+        parts.insert(0, _diff_operand(input, prepend, d, "prepend"))
+    if append is not None:
+        parts.append(_diff_operand(input, append, d, "append"))
+    if order == 0:  # PyTorch's zeros_like(input).copy_(input), prepend and append unused
         return copy_(plain(input.device.xp.zeros_like(input.data), input.device), input)
+    if len(parts) > 1:
+        # NumPy's concatenate promotes as PyTorch but for an integer or bool part among
+        # floats (Note [Type promotion]): a part of another kind than the result (so never
+        # requiring grad) is cast to it first
+        dtype = functools.reduce(promote_types, (t.dtype for t in parts))
+        input = cat([t if t.dtype.kind == dtype.kind else t.to(dtype) for t in parts], d)
     if input.shape[d] == 0:  # PyTorch returns the (empty) input itself
         return input
     result = input
