@@ -400,3 +400,26 @@ def test_select_narrow_and_fill_match_torch():
         with pytest.raises(RuntimeError):
             (x * 1.0).fill_(lib.ones(2))
     assert seen[1] == seen[0]
+
+
+@pytest.mark.parametrize("numel", [6, 0])
+@pytest.mark.parametrize("shape", [(-2, -1, -1), (0, -1), (-1, -1, -2), (2, -1), (7,), (-1,)])
+def test_reshape_infers_and_refuses_sizes_in_torchs_order(shape, numel):
+    torch = pytest.importorskip("torch")
+    seen = []
+    for lib in (ag, torch):
+        try:
+            seen.append(tuple(lib.ones(numel).reshape(*shape).shape))
+        except RuntimeError as exc:
+            seen.append(str(exc))
+    assert seen[0] == seen[1]
+
+
+def test_flatten_merges_dims_beside_an_empty_one_as_torch():
+    torch = pytest.importorskip("torch")
+    for dims in [(0, 1), (1, 2), (0, 2)]:
+        x = ag.zeros((3, 2, 0), requires_grad=True)
+        y = x.flatten(*dims)
+        assert tuple(y.shape) == tuple(torch.zeros(3, 2, 0).flatten(*dims).shape)
+        y.sum().backward_sync()
+        assert x.grad.shape == (3, 2, 0)

@@ -17,6 +17,7 @@ Note [Views share the version counter]
 
 from __future__ import annotations
 
+import math
 import operator
 import warnings
 from collections.abc import Sequence
@@ -69,29 +70,29 @@ def size_args(args: Sequence[Any], what: str) -> tuple[int, ...]:
 
 
 def _infer_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
-    """``shape`` with a -1 filled in so it holds ``numel`` elements."""
-    unknown = [i for i, s in enumerate(shape) if s == -1]
-    if len(unknown) > 1:
-        raise RuntimeError("only one dimension can be inferred")
+    """``shape`` with a -1 filled in so it holds ``numel`` elements (c10's ``infer_size``:
+    the sizes are checked in order, the -1 is solved only from a nonzero product)."""
+    unknown = None
     known = 1
     for i, s in enumerate(shape):
-        if s < -1:
-            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {list(shape)}")
-        if s != -1:
+        if s == -1:
+            if unknown is not None:
+                raise RuntimeError("only one dimension can be inferred")
+            unknown = i
+        elif s >= 0:
             known *= s
-    if not unknown:
-        if known != numel:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-        return shape
-    if known == 0:
-        raise RuntimeError(
-            f"cannot reshape tensor of 0 elements into shape {list(shape)} because the "
-            "unspecified dimension size -1 can be any value and is ambiguous"
-        )
-    if numel % known:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-    i = unknown[0]
-    return shape[:i] + (numel // known,) + shape[i + 1:]
+        else:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {list(shape)}")
+    if numel == known or (unknown is not None and known > 0 and numel % known == 0):
+        if unknown is None:
+            return shape
+        if known == 0:
+            raise RuntimeError(
+                f"cannot reshape tensor of 0 elements into shape {list(shape)} because the "
+                "unspecified dimension size -1 can be any value and is ambiguous"
+            )
+        return shape[:unknown] + (numel // known,) + shape[unknown + 1:]
+    raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
 
 
 # ---- reshape / view / flatten / squeeze / unsqueeze ----
@@ -197,7 +198,8 @@ def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if start == end:
         return t
     shape = t.shape
-    return _reshape(t, shape[:start] + (-1,) + shape[end + 1:], view_only=False)
+    merged = math.prod(shape[start:end + 1])  # not -1: ambiguous when another dim is 0
+    return _reshape(t, shape[:start] + (merged,) + shape[end + 1:], view_only=False)
 
 
 def squeeze(t: Tensor, dim: Any = None) -> Tensor:
