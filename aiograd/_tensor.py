@@ -87,6 +87,13 @@ def scalar_type_name(dtype: numpy.dtype) -> str:
     return _SCALAR_TYPE_NAMES.get(dtype.name, dtype.name)
 
 
+def legacy_type_name(dtype: numpy.dtype, device_type: str) -> str:
+    """PyTorch's legacy tensor type name, as some messages print it (``torch.FloatTensor``,
+    ``torch.cuda.LongTensor``)."""
+    where = "torch." if device_type == "cpu" else f"torch.{device_type}."
+    return f"{where}{scalar_type_name(dtype)}Tensor"
+
+
 def cpp_type_name(dtype: numpy.dtype) -> str:
     """The C++ name of a dtype, as some PyTorch messages print it (``float``, ``long int``)."""
     return _CPP_TYPE_NAMES.get(dtype.name, dtype.name)

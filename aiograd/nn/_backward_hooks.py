@@ -56,7 +56,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._tensor import Tensor, scalar_type_name
+from .._tensor import Tensor, legacy_type_name
 from ..autograd import current_graph_task_id, queue_callback
 from ..function import Function
 from ..grad_mode import is_grad_enabled
@@ -227,15 +227,10 @@ def _check_replacement(new: Any, old: Any) -> None:
         raise RuntimeError("hook 'hook' has changed the size of value")
     if new.dtype != old.dtype or new.device is not old.device:
         raise RuntimeError(
-            f"hook 'hook' has changed the type of value (was {_legacy_type(old)} got "
-            f"{_legacy_type(new)})"
+            "hook 'hook' has changed the type of value (was "
+            f"{legacy_type_name(old.dtype, old.device.type)} got "
+            f"{legacy_type_name(new.dtype, new.device.type)})"
         )
-
-
-def _legacy_type(t: Tensor) -> str:
-    """PyTorch's legacy type name of ``t`` (``torch.FloatTensor``, ``torch.cuda.LongTensor``)."""
-    where = "torch." if t.device.type == "cpu" else f"torch.{t.device.type}."
-    return f"{where}{scalar_type_name(t.dtype)}Tensor"
 
 
 def _spread(grads: Sequence[Any], positions: tuple[int, ...], size: int) -> tuple[Any, ...]:
