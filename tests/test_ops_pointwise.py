@@ -83,9 +83,10 @@ INPLACE_UNARY = {  # name: domain of values
     "neg_": {}, "reciprocal_": {"away_from": [0.0]}, "rsqrt_": {"low": 0.3, "high": 3.0},
     "square_": {}, "floor_": {}, "ceil_": {}, "round_": {}, "trunc_": {}, "frac_": {},
     "log2_": {"low": 0.3, "high": 3.0}, "log10_": {"low": 0.3, "high": 3.0}, "exp2_": {},
-    "nan_to_num_": {},
+    "nan_to_num_": {}, "sign_": {}, "log1p_": {"low": -0.5, "high": 2.0}, "expm1_": {},
 }
-SAVES_RESULT = {"exp_", "sqrt_", "sigmoid_", "tanh_", "reciprocal_", "rsqrt_", "exp2_"}
+SAVES_RESULT = {"exp_", "sqrt_", "sigmoid_", "tanh_", "reciprocal_", "rsqrt_", "exp2_",
+                "expm1_"}
 
 
 def _inplace_program(name):
@@ -313,7 +314,8 @@ def test_round_inplace_with_decimals():
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"nan": 1.5}, {"posinf": 9.0, "neginf": -9.0},
-                                    {"posinf": 1e39}, {"nan": -1.0, "neginf": 0.0}], ids=str)
+                                    {"posinf": 1e39}, {"nan": -1.0, "neginf": 0.0},
+                                    {"nan": None}], ids=str)
 def test_nan_to_num_matches_torch(kwargs):
     for dtype in (np.float16, np.float32, np.float64):
         with np.errstate(over="ignore"):
@@ -331,10 +333,11 @@ def test_nan_to_num_gradient_is_zero_where_the_input_is_not_finite():
     np.testing.assert_array_equal(g.numpy(), tg.numpy())
 
 
-def test_nan_to_num_inplace_matches_torch():
+@pytest.mark.parametrize("nan", [2.0, None])
+def test_nan_to_num_inplace_matches_torch(nan):
     x, tx = both(SPECIAL)
-    assert x.nan_to_num_(nan=2.0) is x
-    tx.nan_to_num_(nan=2.0)
+    assert x.nan_to_num_(nan=nan) is x
+    tx.nan_to_num_(nan=nan)
     np.testing.assert_array_equal(x.numpy(), tx.numpy())
 
 
@@ -775,3 +778,251 @@ def test_inplace_with_the_written_tensor_as_operand_as_torch(name):
         assert mine == theirs
     else:
         np.testing.assert_allclose(mine, theirs, rtol=1e-12)
+
+
+# ---- atan2's gradient at the origin ----
+
+ORIGIN_A = np.array([0.0, -0.0, 0.0, 1e-200, 1.0, 0.0, 0.0])
+ORIGIN_B = np.array([0.0, -0.0, -0.0, 1e-200, 0.0, 2.0, np.nan])
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_atan2_gradient_at_the_origin_is_zero_as_torch(inplace):
+    """Where ``a^2 + b^2 == 0`` both gradients are (signed) zeros; a create_graph backward
+    through them is NaN there, as PyTorch's."""
+    v = np.array([3.0, 3.0, 1.0, 1.0, 3.0, 3.0, 1.0])
+
+    def run(lib, a, b, grad):
+        out = (a * 1).atan2_(b) if inplace else lib.atan2(a, b)
+        firsts = grad(out, [a, b], lib.tensor(v), create_graph=True)
+        total = (firsts[0] * firsts[0]).sum() + (firsts[1] * 2).sum()
+        return firsts, grad(total, [a, b])
+
+    firsts, seconds = run(ag, leaf(ORIGIN_A), leaf(ORIGIN_B), ag.grad_sync)
+    t_firsts, t_seconds = run(torch, torch.tensor(ORIGIN_A, requires_grad=True),
+                              torch.tensor(ORIGIN_B, requires_grad=True), torch.autograd.grad)
+    for g, tg in zip(firsts + seconds, t_firsts + t_seconds):
+        got, expected = g.detach().numpy(), tg.detach().numpy()
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(np.signbit(got) | np.isnan(got),
+                                      np.signbit(expected) | np.isnan(expected))
+
+
+# ---- clamp_min_ / clamp_max_ ----
+
+CLAMP_BOUNDS = {
+    "number": lambda lib: 0.3,
+    "tensor": lambda lib: lib.tensor([0.5, -0.5, 0.1], dtype=lib.float64, requires_grad=True),
+    "0-d": lambda lib: lib.tensor(-0.2, dtype=lib.float64, requires_grad=True),
+}
+
+
+@pytest.mark.parametrize("bound", sorted(CLAMP_BOUNDS))
+@pytest.mark.parametrize("name", ["clamp_min_", "clamp_max_"])
+def test_clamp_bound_inplace_matches_torch(name, bound):
+    a = np.array([0.2, -0.9, 1.4])
+
+    def run(lib, x, grad):
+        b = CLAMP_BOUNDS[bound](lib)
+        y = x * 1
+        assert getattr(y, name)(b) is y and y._version == 1
+        inputs = [x] + ([b] if isinstance(b, lib.Tensor) else [])
+        firsts = grad((y * x).sum(), inputs, create_graph=True)
+        seconds = grad(sum((g * g).sum() for g in firsts), [x], allow_unused=True)
+        arrays = [y.detach().numpy()] + [g.detach().numpy() for g in firsts + seconds]
+        return y.grad_fn.name(), arrays
+
+    name_, arrays = run(ag, leaf(a), ag.grad_sync)
+    t_name, t_arrays = run(torch, torch.tensor(a, requires_grad=True), torch.autograd.grad)
+    assert name_ == t_name and len(arrays) == len(t_arrays)
+    for got, expected in zip(arrays, t_arrays):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["clamp_min_", "clamp_max_"])
+def test_clamp_bound_inplace_through_a_view_matches_torch(name):
+    a = values((4,), seed=3)
+
+    def program(x):
+        y = x * 1
+        getattr(y[1:], name)(0.1)
+        return (y * y).sum()
+
+    check_against_torch(program, program, a)
+    check_second_order(program, program, a)
+
+
+@pytest.mark.parametrize("name", ["clamp_min_", "clamp_max_"])
+def test_clamp_bound_inplace_checks_as_torch(name):
+    for data, bound in [([1, 2], 0.5), ([1, 2], 2), ([True, False], 0.5),
+                        ([1, 2], "tensor"), ([1.0, 2.0], "tensor")]:
+        def fn(t, data=data, bound=bound):
+            lib = torch if isinstance(t, torch.Tensor) else ag
+            b = lib.tensor(0.5) if bound == "tensor" else bound
+            return getattr(t, name)(b)
+
+        assert_same_outcome(fn, np.array(data))
+    assert_same_outcome(lambda t: getattr(t, name)(t.new_ones((2, 1))), np.array([1.0, 2.0]))
+
+
+def test_clamp_bound_inplace_on_a_leaf_that_requires_grad_raises():
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        leaf([1.0]).clamp_min_(0.0)
+
+
+# ---- cumsum_ ----
+
+def test_cumsum_inplace_matches_torch():
+    def program(x):
+        y = x * 1
+        assert y.cumsum_(1) is y
+        return y * x
+
+    a = values((2, 3))
+    check_against_torch(program, program, a)
+    check_second_order(program, program, a)
+    x, tx = leaf(a) * 1, torch.tensor(a, requires_grad=True) * 1
+    assert x.cumsum_(0).grad_fn.name() == tx.cumsum_(0).grad_fn.name() == "CumsumBackward0"
+
+
+def test_cumsum_inplace_through_a_view_matches_torch():
+    def program(x):
+        y = x * 1
+        y[1:].cumsum_(0)
+        return (y * y).sum()
+
+    check_against_torch(program, program, values((4,)))
+
+
+@pytest.mark.parametrize("case", [
+    (np.array([100, 100], dtype=np.int8), {}),
+    (np.array([True, True]), {}),
+    (np.array([1, 2]), {"dtype": "float32"}),
+    (np.array([1.0, 2.0], dtype=np.float32), {"dtype": "int64"}),
+    (np.array([1.0, 2.0], dtype=np.float32), {"dtype": "float32"}),
+], ids=["int8", "bool", "int-to-float", "float-to-int", "same-dtype"])
+def test_cumsum_inplace_dtypes_as_torch(case):
+    data, kwargs = case
+
+    def fn(t):
+        lib = torch if isinstance(t, torch.Tensor) else ag
+        return t.cumsum_(0, **{k: getattr(lib, v) for k, v in kwargs.items()})
+
+    assert_same_outcome(fn, data)
+
+
+# ---- logical_not_ / bitwise_not_ ----
+
+@pytest.mark.parametrize("name", ["logical_not_", "bitwise_not_"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8, np.bool_])
+def test_not_inplace_as_torch(name, dtype):
+    assert_same_outcome(lambda t: getattr(t, name)(), np.array([0, 2, 1]).astype(dtype))
+
+
+def test_logical_not_inplace_records_nothing_as_torch():
+    """No gradient: the written tensor keeps its history, even a leaf that requires grad."""
+    for x in (leaf([0.0, 2.0]), torch.tensor([0.0, 2.0], requires_grad=True)):
+        y = x * 1
+        assert y.logical_not_() is y and y._version == 1
+        assert y.grad_fn.name() == "MulBackward0"
+        assert x.logical_not_() is x and x.requires_grad and x.grad_fn is None
+        np.testing.assert_array_equal(x.detach().numpy(), [1.0, 0.0])
+        x[1:].logical_not_()  # a view of a leaf that requires grad, too
+        np.testing.assert_array_equal(x.detach().numpy(), [1.0, 1.0])
+        assert x._version == 2
+
+
+def test_new_inplace_ops_are_tensor_methods():
+    for name in ("sign_", "log1p_", "expm1_", "clamp_min_", "clamp_max_", "cumsum_",
+                 "logical_not_", "bitwise_not_"):
+        assert hasattr(torch.Tensor, name)
+        assert getattr(ag.Tensor, name) is getattr(aiograd._ops.pointwise, name)
+
+
+# ---- bool arithmetic (aiograd/_ops/arithmetic.py, aiograd/_ops/scatter.py) ----
+
+B = np.array([True, False])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: t.pow(t), lambda t: t ** t, lambda t: t.pow(t[:1]), lambda t: t.pow(t.int()),
+    lambda t: t.pow(t.float()), lambda t: t.pow(True), lambda t: t.pow(False),
+    lambda t: t.pow(2), lambda t: t.pow(0.5), lambda t: True ** t, lambda t: False ** t,
+    lambda t: 2 ** t, lambda t: t[0].pow(t), lambda t: t.clone().pow_(t),
+    lambda t: t.clone().pow_(True), lambda t: t.clone().pow_(False),
+    lambda t: t.clone().pow_(2), lambda t: t.int().pow(t),
+], ids=["pow", "**", "0-d", "int", "float", "True", "False", "2", "0.5", "True**",
+        "False**", "2**", "0-d base", "pow_", "pow_True", "pow_False", "pow_2", "int base"])
+def test_bool_pow_as_torch(fn):
+    """PyTorch's pow kernel is not implemented for a bool result: a bool base with a bool
+    exponent raises, except a bool number exponent (0 and 1 skip the kernel)."""
+    assert_same_outcome(fn, B)
+
+
+def test_pow_of_a_number_and_a_tensor_as_torch():
+    from aiograd._ops.arithmetic import pow as ag_pow
+
+    assert_same_outcome(lambda t: (torch.pow if isinstance(t, torch.Tensor) else ag_pow)(2, t),
+                        B)
+    assert_same_outcome(lambda t: (torch.pow if isinstance(t, torch.Tensor) else ag_pow)(True, t),
+                        B)
+    check_against_torch(lambda x: ag_pow(2.0, x), lambda x: torch.pow(2.0, x), values((3,)))
+
+
+ALPHA_CASES = {
+    "bool-1": (B, B[::-1], -1), "bool2": (B, B, 2), "bool0": (B[:1], B, 0),
+    "boolTrue": (B, B, True), "bool0.5": (B, B, 0.5), "bool1.0": (B, B, 1.0),
+    "bool-number": (B, True, -1), "uint8-bool": (np.array([3, 4], np.uint8), B, -1),
+    "uint8-256": (np.array([3, 4], np.uint8), np.array([1, 1], np.uint8), 256),
+    "uint8-number": (np.array([3, 4], np.uint8), 2, 200),
+    "int0.5": (np.array([1, 2]), np.array([1, 2]), 0.5),
+    "int-number0.5": (np.array([1, 2]), 1, 0.5),
+    "floatTrue": (np.array([1.0, 2.0]), np.array([1.0, 2.0]), True),
+    "float-numberFalse": (np.array([1.0, 2.0]), 1, False),
+    "float32-1e40": (np.array([1.0], np.float32), np.array([1.0], np.float32), 1e40),
+    "int-float": (np.array([1, 2]), np.array([1.0, 2.0]), 0.5),
+    "float16-number": (np.array([1.0, 2.0], np.float16), 1.1, 3.3),
+}
+
+
+@pytest.mark.parametrize("op", ["add", "sub"])
+@pytest.mark.parametrize("case", sorted(ALPHA_CASES))
+def test_alpha_as_torch(op, case):
+    """``add``/``sub`` with ``alpha``: computed in the result type, alpha converted to it
+    (a bool for a bool result), with PyTorch's checks of alpha and bool subtraction."""
+    a, b, alpha = ALPHA_CASES[case]
+    if isinstance(b, np.ndarray):
+        assert_same_outcome(lambda s, t: getattr(s, op)(t, alpha=alpha), a, b)
+    else:
+        assert_same_outcome(lambda s: getattr(s, op)(b, alpha=alpha), a)
+
+
+@pytest.mark.parametrize("fn", [lambda t: t - True, lambda t: True - t, lambda t: t.sub(True)])
+def test_subtracting_a_bool_number_raises_as_torch(fn):
+    assert_same_outcome(fn, np.array([1, 2]))
+    assert_same_outcome(fn, B)
+
+
+def test_alpha_with_a_number_records_torchs_node():
+    def program(x):
+        return x.add(2.0, alpha=3) * x.sub(x * 2, alpha=0.5)
+
+    check_against_torch(program, program, values((3,)))
+    check_second_order(program, program, values((3,)))
+    x = leaf([1.0])
+    assert x.add(2.0, alpha=3).grad_fn.name() == "AddBackward0"
+
+
+@pytest.mark.parametrize("alpha", [-1, 2, 0, 0.5, True])
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.int64, np.float32])
+def test_index_add_alpha_is_converted_to_the_dtype_as_torch(dtype, alpha):
+    index = np.array([0, 1, 0])
+
+    def fn(t):
+        lib = torch if isinstance(t, torch.Tensor) else ag
+        return t.index_add(0, lib.tensor(index), t.new_ones(3), alpha=alpha)
+
+    assert_same_outcome(fn, np.array([1, 0]).astype(dtype))
+    if dtype is np.int8:
+        assert_same_outcome(lambda t: fn(t).index_add(0, t.new_zeros(1).long(), t[:1],
+                                                         alpha=300), np.array([1, 0], dtype))

@@ -14,14 +14,13 @@ Note [Silent singular points].
 from __future__ import annotations
 
 import math
+import numbers
 import operator
-from collections.abc import Callable
 from typing import Any
 
 import numpy
 
-from .._tensor import Tensor, scalar_type_name
-from ..grad_mode import no_grad
+from .._tensor import Tensor, checked_fill, scalar_type_name
 from ..graph._node import Node
 from ..graph._saved import ERR_BACKWARD_TWICE
 from . import _dual
@@ -39,6 +38,7 @@ from ._record import (
 
 # ---- type promotion ----
 
+_FLOAT16 = numpy.dtype(numpy.float16)
 _FLOAT32 = numpy.dtype(numpy.float32)
 
 
@@ -75,9 +75,9 @@ def wrap_int(x: Any, number: Any) -> Any:
 
 def check_sub_bool(a: Any, b: Any) -> None:
     """PyTorch's refusal to subtract with a bool tensor (``a``, ``b``: Tensors or
-    numbers; a number is never the bool tensor)."""
-    a_bool = type(a) is Tensor and a.data.dtype.kind == "b"
-    b_bool = type(b) is Tensor and b.data.dtype.kind == "b"
+    numbers; a bool number counts as a bool tensor, as PyTorch wraps it as one)."""
+    a_bool = type(a) is bool or type(a) is Tensor and a.data.dtype.kind == "b"
+    b_bool = type(b) is bool or type(b) is Tensor and b.data.dtype.kind == "b"
     if a_bool and b_bool:
         raise RuntimeError(
             "Subtraction, the `-` operator, with two bool tensors is not supported. "
@@ -172,7 +172,8 @@ def add(a: Tensor, b: Any) -> Tensor:
 
 def sub(a: Tensor, b: Any) -> Tensor:
     b = scalar_or_tensor(b, a)
-    if a.data.dtype.kind == "b" or type(b) is Tensor and b.data.dtype.kind == "b":
+    if (a.data.dtype.kind == "b" or type(b) is bool
+            or type(b) is Tensor and b.data.dtype.kind == "b"):
         check_sub_bool(a, b)
     if type(b) is Tensor:
         dev = check_same_device(a, b)
@@ -195,36 +196,62 @@ def sub(a: Tensor, b: Any) -> Tensor:
 
 def add_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
     """``a + alpha * b`` (``torch.add``): one AddBackward0 node, its ``b`` gradient scaled."""
-    if alpha == 1:
+    if type(alpha) is int and alpha == 1:
         return add(a, b)
-    return _with_alpha(_AddAlphaBackward0, add, a, b, alpha)
+    return _with_alpha(_AddAlphaBackward0, a, b, alpha, subtract=False)
 
 
 def sub_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
     """``a - alpha * b`` (``torch.sub``): one SubBackward0 node, its ``b`` gradient scaled."""
-    if alpha == 1:
+    if type(alpha) is int and alpha == 1:
         return sub(a, b)
     check_sub_bool(a, scalar_or_tensor(b, a))
-    return _with_alpha(_SubAlphaBackward0, sub, a, b, alpha)
+    return _with_alpha(_SubAlphaBackward0, a, b, alpha, subtract=True)
 
 
-def _with_alpha(node_cls: type[Node], op: Callable[[Tensor, Any], Tensor], a: Tensor, b: Any,
-                alpha: Any) -> Tensor:
-    """``op(a, alpha * b)`` recorded as one ``node_cls`` node over ``a`` and ``b``."""
-    b = scalar_or_tensor(b, a)
-    if type(b) is not Tensor:
-        return op(a, b * alpha)
-    if isinstance(alpha, float) and a.dtype.kind in "biu" and b.dtype.kind in "biu":
+def combine_alpha(a: Tensor, b: Any, alpha: Any, subtract: bool) -> Any:
+    """The array of ``a + alpha * b`` (``a - alpha * b`` if ``subtract``; ``b`` a Tensor or
+    a number) as PyTorch's kernel computes it: in the result type (float32 for float16),
+    ``alpha`` converted to it with PyTorch's checks; for a bool result ``alpha`` is a bool
+    (so ``b`` is added or not)."""
+    rt = result_type(a, b)
+    is_bool = isinstance(alpha, (bool, numpy.bool_))
+    if rt.kind in "biu" and not is_bool and not isinstance(alpha, numbers.Integral):
         raise RuntimeError(
             "For integral input tensors, argument alpha must not be a floating point number.")
-    with no_grad():
-        out = op(a, b * alpha)
-    edges = edges_of(a, b)
+    if is_bool and rt.kind != "b":
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    ot = _FLOAT32 if rt == _FLOAT16 else rt
+    x = a.data.astype(ot, copy=False)
+    if type(b) is Tensor:
+        y = b.data.astype(ot, copy=False)
+    else:  # a number becomes a tensor of the result type first
+        y = _dual.quietly(a.device.xp.asarray, wrap_int(x, b), rt)  # 1e40 into float32: inf
+        y = y.astype(ot, copy=False)
+    scaled = y * ot.type(checked_fill(alpha, rt))
+    try:
+        data = x - scaled if subtract else x + scaled
+    except ValueError:
+        raise broadcast_error(a.shape, b.shape) from None
+    return data.astype(rt, copy=False)
+
+
+def _with_alpha(node_cls: type[Node], a: Tensor, b: Any, alpha: Any, subtract: bool) -> Tensor:
+    """``a + alpha * b`` (``a - alpha * b``) recorded as one ``node_cls`` node over ``a``
+    and ``b``."""
+    b = scalar_or_tensor(b, a)
+    if type(b) is Tensor:
+        dev = check_same_device(a, b)
+        edges = edges_of(a, b)
+    else:
+        dev = a.device
+        edges = edges_with_number(a)
+    data = combine_alpha(a, b, alpha, subtract)
     if edges is None:
-        return out
+        return plain(data, dev)
     node = node_cls(edges)
     node.alpha = alpha
-    return record(node, out.data, out.device)
+    return record(node, data, dev)
 
 
 def rsub(a: Tensor, b: Any) -> Tensor:
@@ -507,6 +534,7 @@ def _zero_base_grad(g: Any, out: Any) -> Any:
 
 
 _NEGATIVE_INTEGER_POWER = "Integers to negative integer powers are not allowed."
+_BOOL_POW = "\"pow\" not implemented for 'Bool'"
 
 
 def _integer_power(base: Any, exponent: Any) -> Any:
@@ -531,15 +559,21 @@ def _number_power(x: Any, e: int | float) -> Any:
     return _dual.quietly(_power, x, e)
 
 
-def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
-    """``a ** e``. Integer tensors follow PyTorch: a negative number exponent raises
-    RuntimeError, a negative tensor exponent gives 0 (or +-1 for bases +-1)."""
+def pow(a: Any, e: Any) -> Tensor:  # noqa: A001
+    """``a ** e``; ``a`` may be a number when ``e`` is a Tensor (``torch.pow(2, t)``).
+    Integer tensors follow PyTorch: a negative number exponent raises RuntimeError, a
+    negative tensor exponent gives 0 (or +-1 for bases +-1)."""
+    if not isinstance(a, Tensor):
+        tensor_arg(e, "pow", "exponent", 2)
+        return rpow(e, a)
     e = scalar_or_tensor(e, a)
     if type(e) is Tensor:
         dev = check_same_device(a, e)
         x, y = a.data, e.data
         if x.dtype is not y.dtype:
             x, y = _promoted(a, e)
+        if x.dtype.kind == "b":
+            raise NotImplementedError(_BOOL_POW)
         try:
             data = _tensor_power(x, y)
         except ValueError:
@@ -556,7 +590,10 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001
     x = _with_number(a.data, e)
     if x.dtype.kind == "b" and type(e) is int:  # PyTorch: a bool tensor to an int is int64
         x = x.astype(numpy.int64)
-    data = x ** e if _whole(e, 0) else _number_power(x, e)
+    if x.dtype.kind == "b" and type(e) is bool:  # PyTorch's kernel is not run for 0 and 1
+        data = x.copy() if e else a.device.xp.ones_like(x)
+    else:
+        data = x ** e if _whole(e, 0) else _number_power(x, e)
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)
@@ -572,6 +609,8 @@ def rpow(a: Tensor, b: Any) -> Tensor:
     if type(b) is Tensor:
         return pow(b, a)
     x = _with_number(a.data, b)
+    if type(b) is bool and x.dtype.kind == "b":
+        raise NotImplementedError(_BOOL_POW)
     if type(b) is int and x.dtype.kind in "iub":
         data = _integer_power(b, x)
     elif b > 0:

@@ -1,7 +1,9 @@
 """Pointwise ops: the in-place forms of the unary ops (``exp_ log_ sqrt_ sigmoid_ tanh_ sin_
-cos_ abs_ neg_``); ``reciprocal rsqrt square floor ceil round trunc frac log2 log10 exp2
-nan_to_num`` and their in-place forms; ``isnan isinf isfinite`` (no gradient); and ``atan2
-hypot fmod remainder fmax fmin lerp addcmul addcdiv``, most also in place.
+cos_ abs_ neg_ sign_ log1p_ expm1_ clamp_min_ clamp_max_``), of ``cumsum`` and of the ops
+without a gradient ``logical_not_ bitwise_not_``; ``reciprocal rsqrt square floor ceil
+round trunc frac log2 log10 exp2 nan_to_num`` and their in-place forms; ``isnan isinf
+isfinite`` (no gradient); and ``atan2 hypot fmod remainder fmax fmin lerp addcmul
+addcdiv``, most also in place.
 
 Note [In-place pointwise ops]
     ``t.foo_(...)`` runs ``foo`` on ``t``'s value and copies the result into ``t``, under
@@ -37,6 +39,7 @@ from typing import Any
 import numpy
 
 from .._tensor import Tensor, cpp_type_name, scalar_type_name
+from ..grad_mode import no_grad
 from ..graph._node import Node
 from . import _dual, unary
 from ._promote import promote_types, result_type
@@ -69,7 +72,8 @@ from .inplace import (
 from .unary import _floating, _proxy, _record_unary, _SavesOne
 
 __all__ = [
-    "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_",
+    "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_", "sign_",
+    "log1p_", "expm1_", "clamp_min_", "clamp_max_", "cumsum_", "logical_not_", "bitwise_not_",
     "reciprocal", "reciprocal_", "rsqrt", "rsqrt_", "square", "square_",
     "floor", "floor_", "ceil", "ceil_", "round", "round_", "trunc", "trunc_", "frac", "frac_",
     "log2", "log2_", "log10", "log10_", "exp2", "exp2_", "isnan", "isinf", "isfinite",
@@ -164,6 +168,69 @@ sin_ = _unary_(unary.sin, "input")
 cos_ = _unary_(unary.cos, "input")
 abs_ = _unary_(unary.abs, "input")
 neg_ = _unary_(neg, None)
+sign_ = _unary_(unary.sign, None)
+log1p_ = _unary_(unary.log1p, "input")
+expm1_ = _unary_(unary.expm1, "result")
+
+
+def _clamp_bound_(op: Callable[[Tensor, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
+    """The in-place form of ``clamp_min`` or ``clamp_max`` (``op``), whose node saves its
+    input. A number bound whose result type does not cast to the tensor's dtype raises
+    PyTorch's error, which names the C++ type."""
+
+    def op_(t: Tensor, bound: Any) -> Tensor:
+        if bound is not None and not isinstance(bound, Tensor):
+            rt = unary._clamp_dtype(t, bound, None)
+            if not _can_cast(rt, t.dtype):
+                raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the "
+                                   f"desired output type {cpp_type_name(t.dtype)}")
+        return _inplace(t, lambda s: op(s, bound), (bound,), copy_self=True)
+
+    op_.__name__ = op.__name__ + "_"
+    op_.__doc__ = f"``{op.__name__}`` in place. See Note [In-place pointwise ops]."
+    return op_
+
+
+clamp_min_ = _clamp_bound_(unary.clamp_min)
+clamp_max_ = _clamp_bound_(unary.clamp_max)
+
+
+def cumsum_(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    """``cumsum`` in place (a ``dtype`` must be ``a``'s); not for a bool tensor."""
+    if a.dtype.kind == "b":
+        raise _not_implemented(f"cumsum_out_{a.device.type}", a.dtype)
+
+    def op(s: Tensor) -> Tensor:
+        out = s.cumsum(dim, dtype=dtype)
+        if dtype is not None and out.dtype != a.dtype:
+            raise RuntimeError(
+                f"Bad in-place call: input tensor dtype {cpp_type_name(a.dtype)} and output "
+                f"tensor dtype {cpp_type_name(out.dtype)} should match")
+        return out
+
+    return _inplace(a, op, (), copy_self=False)
+
+
+def _write_untracked(t: Tensor, data: Any) -> Tensor:
+    """Write ``data`` into ``t`` for an op without a gradient: ``t`` keeps its history and
+    may be a leaf that requires grad, or a view of one, as in PyTorch (which checks such a
+    write as one under no_grad)."""
+    with no_grad():
+        check_inplace(t, None)
+    t.device.xp.copyto(t.data, data, casting="unsafe")
+    return commit_inplace(t, None)
+
+
+def logical_not_(a: Tensor) -> Tensor:
+    """``logical_not`` in place: 1 where ``a`` is zero, else 0, in ``a``'s dtype."""
+    return _write_untracked(a, a.device.xp.logical_not(a.data))
+
+
+def bitwise_not_(a: Tensor) -> Tensor:
+    """``bitwise_not`` in place, bool and integer tensors only."""
+    if a.dtype.kind not in "biu":
+        raise _not_implemented(f"bitwise_not_{a.device.type}", a.dtype)
+    return _write_untracked(a, a.device.xp.invert(a.data))
 
 
 def _record_stateless(node_cls: type[Node], a: Tensor, data: Any) -> Tensor:
@@ -418,19 +485,21 @@ class NanToNumBackward0(_SavesOne):
         return (grads[0] * _dual.xp_of(x).isfinite(x),)
 
 
-def nan_to_num(a: Tensor, nan: float = 0.0, posinf: float | None = None,
+def nan_to_num(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Tensor:
-    """NaN to ``nan``, inf to ``posinf``, -inf to ``neginf`` (by default the dtype's largest
-    and lowest values); an integer or bool tensor gives a copy."""
+    """NaN to ``nan`` (None: 0), inf to ``posinf``, -inf to ``neginf`` (by default the
+    dtype's largest and lowest values); an integer or bool tensor gives a copy."""
     x = a.data
     if x.dtype.kind != "f":
         return plain(x.copy(), a.device)
+    if nan is None:
+        nan = 0.0
     # a replacement out of the dtype's range becomes inf, as in PyTorch (NumPy warns)
     data = _dual.quietly(a.device.xp.nan_to_num, x, True, nan, posinf, neginf)
     return _record_unary(NanToNumBackward0, a, data, saves_output=False)
 
 
-def nan_to_num_(a: Tensor, nan: float = 0.0, posinf: float | None = None,
+def nan_to_num_(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
                 neginf: float | None = None) -> Tensor:
     """``nan_to_num`` in place. See Note [In-place pointwise ops]."""
     return _inplace(a, lambda s: nan_to_num(s, nan, posinf, neginf), (), copy_self=True)
@@ -439,7 +508,10 @@ def nan_to_num_(a: Tensor, nan: float = 0.0, posinf: float | None = None,
 # ---- atan2 / hypot ----
 
 class Atan2Backward0(Node):
-    """``atan2(a, b)``: ``g b / (a^2 + b^2)`` and ``-g a / (a^2 + b^2)``, as PyTorch's."""
+    """``atan2(a, b)``: ``g b / (a^2 + b^2)`` and ``-g a / (a^2 + b^2)``, as PyTorch's, with
+    ``1 / (a^2 + b^2)`` taken as 0 where ``a^2 + b^2 == 0`` (both gradients 0 at the
+    origin; a create_graph backward through the masked reciprocal is NaN there, as
+    PyTorch's)."""
 
     __slots__ = ("self_", "other")
 
@@ -448,7 +520,8 @@ class Atan2Backward0(Node):
         g = grads[0]
         a = self.self_.unpack(self, create_graph)
         b = self.other.unpack(self, create_graph)
-        recip = 1 / (a * a + b * b)
+        denom = a * a + b * b
+        recip = _dual.where(_dual.raw(denom) == 0, 0.0, 1 / denom)
         edges = self.next_edges
         return (g * b * recip if edges[0] is not None else None,
                 g * -a * recip if edges[1] is not None else None)
@@ -976,6 +1049,14 @@ Tensor.sin_ = sin_
 Tensor.cos_ = cos_
 Tensor.abs_ = abs_
 Tensor.neg_ = neg_
+Tensor.sign_ = sign_
+Tensor.log1p_ = log1p_
+Tensor.expm1_ = expm1_
+Tensor.clamp_min_ = clamp_min_
+Tensor.clamp_max_ = clamp_max_
+Tensor.cumsum_ = cumsum_
+Tensor.logical_not_ = logical_not_
+Tensor.bitwise_not_ = bitwise_not_
 Tensor.reciprocal = reciprocal
 Tensor.reciprocal_ = reciprocal_
 Tensor.rsqrt = rsqrt

@@ -436,8 +436,8 @@ def _index_add(t: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any,
                out_of_place: bool) -> Tensor:
     d, idx = _index_add_args(t, dim, index, source)
     key = _slice_key(d, idx)
-    if t.data.dtype.kind in "iu":
-        alpha = t.data.dtype.type(alpha)  # PyTorch converts alpha to the tensor's type
+    if t.data.dtype.kind in "biu":  # PyTorch converts alpha to the tensor's type
+        alpha = t.data.dtype.type(checked_fill(alpha, t.data.dtype))
     edges = edges_of(t, source)
     node = None
     if edges is not None:
