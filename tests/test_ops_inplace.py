@@ -494,3 +494,42 @@ def test_pow_through_a_view_written_again_raises_at_backward_as_torch():
     for lib in (ag, torch):
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             _pow_through_a_view(lib, write_again=True)
+
+
+@pytest.mark.parametrize("op", ["add_", "sub_"])
+def test_inplace_alpha_records_one_node_holding_alpha_as_torch(op):
+    torch = pytest.importorskip("torch")
+    shapes = []
+    for lib in (ag, torch):
+        x = lib.tensor(np.array([1.0, 2.0]), requires_grad=True)
+        w = lib.tensor(np.array([3.0, 4.0]), requires_grad=True)
+        y = x * 1
+        getattr(y, op)(w, alpha=2.5)
+        grad = ag.grad_sync if lib is ag else torch.autograd.grad
+        gx, gw = grad(y.sum(), [x, w])
+        shapes.append((y.grad_fn.name(),
+                       [f.name().split("::")[-1] for f, _ in y.grad_fn.next_functions],
+                       gx.detach().numpy().tolist(), gw.detach().numpy().tolist()))
+    assert shapes[0] == shapes[1]
+
+
+@pytest.mark.parametrize("op", ["add_", "sub_"])
+@pytest.mark.parametrize("a, b, alpha", [
+    (np.array([True, False]), np.array([True, True]), -1),
+    (np.array([1, 2], np.int8), np.array([1, 1], np.int8), 300),
+    (np.array([1, 2]), np.array([1, 1]), 2.5),
+    (np.array([1.0, 2.0]), np.array([1.0, 1.0]), True),
+    (np.array([1.0, 2.0]), 3, 2),
+], ids=["bool", "int8-overflow", "int-float-alpha", "float-bool-alpha", "number"])
+def test_inplace_alpha_values_and_errors_as_torch(op, a, b, alpha):
+    torch = pytest.importorskip("torch")
+    seen = []
+    for lib in (ag, torch):
+        x = lib.tensor(a.copy())
+        other = lib.tensor(b) if isinstance(b, np.ndarray) else b
+        try:
+            getattr(x, op)(other, alpha=alpha)
+            seen.append(x.numpy().tolist())
+        except RuntimeError as exc:
+            seen.append(str(exc))
+    assert seen[0] == seen[1]

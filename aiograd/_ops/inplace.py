@@ -46,7 +46,10 @@ from .arithmetic import (
     PowBackward0,
     PowBackward1,
     SubBackward0,
+    _AddAlphaBackward0,
+    _SubAlphaBackward0,
     check_sub_bool,
+    combine_alpha,
     wrap_int,
 )
 from .arithmetic import pow as _pow
@@ -179,22 +182,32 @@ def _prepare(t: Tensor, other: Any, true_div: bool = False) -> tuple[Any, Tensor
 # ---- add_ / sub_ / mul_ / div_ ----
 
 def add_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
-    """``t += alpha * other`` in place."""
-    if alpha != 1:
-        other = scalar_or_tensor(other, t) * alpha
-    operand, _, edges = _prepare(t, other)
-    t.device.xp.add(t.data, wrap_int(t.data, operand), out=t.data, casting="unsafe")
-    return commit_inplace(t, None if edges is None else AddBackward0(edges))
+    """``t += alpha * other`` in place: one AddBackward0 (with its alpha), as PyTorch."""
+    return _add_or_sub_(t, other, alpha, subtract=False)
 
 
 def sub_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
-    """``t -= alpha * other`` in place."""
+    """``t -= alpha * other`` in place: one SubBackward0 (with its alpha), as PyTorch."""
     check_sub_bool(t, scalar_or_tensor(other, t))
-    if alpha != 1:
-        other = scalar_or_tensor(other, t) * alpha
-    operand, _, edges = _prepare(t, other)
-    t.device.xp.subtract(t.data, wrap_int(t.data, operand), out=t.data, casting="unsafe")
-    return commit_inplace(t, None if edges is None else SubBackward0(edges))
+    return _add_or_sub_(t, other, alpha, subtract=True)
+
+
+def _add_or_sub_(t: Tensor, other: Any, alpha: Any, subtract: bool) -> Tensor:
+    operand, other_t, edges = _prepare(t, other)
+    xp = t.device.xp
+    if type(alpha) is int and alpha == 1:
+        (xp.subtract if subtract else xp.add)(t.data, wrap_int(t.data, operand), out=t.data,
+                                               casting="unsafe")
+        node = None if edges is None else (SubBackward0 if subtract else AddBackward0)(edges)
+        return commit_inplace(t, node)
+    # computed as out-of-place add(alpha=) computes it, then cast into t
+    data = combine_alpha(t, operand if other_t is None else other_t, alpha, subtract)
+    xp.copyto(t.data, data, casting="unsafe")
+    node = None
+    if edges is not None:
+        node = (_SubAlphaBackward0 if subtract else _AddAlphaBackward0)(edges)
+        node.alpha = alpha
+    return commit_inplace(t, node)
 
 
 def mul_(t: Tensor, other: Any) -> Tensor:
