@@ -16,9 +16,10 @@ from . import (
     nn,
     optim,
 )
-from ._ops.arithmetic import allclose, equal
+from ._ops.arithmetic import allclose, equal, pow
 from ._ops.joining import cat, stack
 from ._ops.linalg import matmul
+from ._ops.pointwise import remainder
 from ._ops.structure import tensordot
 from ._ops.unary import where
 from ._tensor import (
@@ -86,7 +87,7 @@ from .utils.checkpoint import checkpoint
 _METHOD_FUNCTIONS = (
     "abs", "exp", "log", "sqrt", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "relu",
     "relu_",
-    "sign", "neg", "pow", "add", "sub", "mul", "div",
+    "sign", "neg", "add", "sub", "mul", "div",
     "clamp", "clip", "clamp_min", "clamp_max", "maximum", "minimum",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
@@ -97,11 +98,12 @@ _METHOD_FUNCTIONS = (
     "split", "unbind", "flip", "gather", "index_select", "masked_fill", "nonzero",
     "mm", "bmm", "dot", "mv", "numel", "clone", "detach", "is_floating_point",
     # more pointwise math, and in-place forms
-    "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_",
+    "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_", "log1p_",
+    "expm1_", "clamp_min_", "clamp_max_",
     "reciprocal", "reciprocal_", "rsqrt", "rsqrt_", "square", "square_", "floor", "floor_",
     "ceil", "ceil_", "round", "trunc", "trunc_", "frac", "frac_", "log2", "log10", "exp2",
     "isnan", "isinf", "isfinite", "nan_to_num", "nan_to_num_", "atan2", "hypot", "fmod",
-    "remainder", "fmax", "fmin", "lerp", "addcmul", "addcdiv",
+    "fmax", "fmin", "lerp", "addcmul", "addcdiv",
     # sorting and scans
     "sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "cumprod", "cummax",
     "cummin", "logcumsumexp",
@@ -200,12 +202,14 @@ __all__ = [
     "ones",
     "ones_like",
     "optim",
+    "pow",
     "queue_callback",
     "rand",
     "rand_like",
     "randn",
     "randn_like",
     "register_multi_grad_hook",
+    "remainder",
     "saved_tensors_hooks",
     "set_detect_anomaly",
     "set_grad_enabled",
