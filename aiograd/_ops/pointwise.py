@@ -68,6 +68,7 @@ from .inplace import (
     check_inplace,
     commit_inplace,
     pow_,
+    saved_result,
 )
 from .unary import _floating, _proxy, _record_unary, _SavesOne
 
@@ -132,18 +133,8 @@ def _inplace(t: Tensor, op: Callable[[Tensor], Tensor], others: tuple[Any, ...],
     t.device.xp.copyto(t.data, out.data, casting="unsafe")
     commit_inplace(t, node)
     if result_slot is not None and node is not None:
-        setattr(node, result_slot, _saved_result(t, twin))
+        setattr(node, result_slot, saved_result(t, twin))
     return t
-
-
-def _saved_result(t: Tensor, twin: Tensor | None) -> Any:
-    """What the node written into ``t`` saves as its result: ``t`` itself, as the node's
-    output; for a view, ``twin`` (the op's result again, whose history is a twin of the
-    node), sharing ``t``'s version counter. See Note [In-place pointwise ops]."""
-    if twin is None:
-        return save(t, is_output=True)
-    twin._vc = t._vc
-    return save(twin)
 
 
 def _unary_(op: Callable[[Tensor], Tensor], saves: str | None) -> Callable[[Tensor], Tensor]:
