@@ -33,8 +33,14 @@ from ._layers import (
 )
 from ._losses import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from ._module import Module, Parameter
+from ._norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
 
 __all__ = [
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",

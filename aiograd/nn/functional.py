@@ -10,14 +10,15 @@ import warnings
 from typing import Any
 
 from .._ops import nn_ops, unary
+from .._ops.batch_norm import batch_norm, group_norm, instance_norm
 from .._ops.nn_extra import dropout, embedding, gelu, l1_loss, layer_norm, leaky_relu
 from .._ops.nn_ops import cross_entropy, linear, mse_loss, nll_loss
 from .._ops.unary import relu_, sigmoid, tanh
 from .._tensor import Tensor
 
-__all__ = ["cross_entropy", "dropout", "embedding", "gelu", "l1_loss", "layer_norm",
-           "leaky_relu", "linear", "log_softmax", "mse_loss", "nll_loss", "relu", "relu_",
-           "sigmoid", "softmax", "tanh"]
+__all__ = ["batch_norm", "cross_entropy", "dropout", "embedding", "gelu", "group_norm",
+           "instance_norm", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
+           "mse_loss", "nll_loss", "relu", "relu_", "sigmoid", "softmax", "tanh"]
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002

@@ -1,0 +1,380 @@
+"""Normalization over channels: ``batch_norm`` (NativeBatchNormBackward0),
+``group_norm`` (NativeGroupNormBackward0) and ``instance_norm`` (composed, as PyTorch's:
+a batch norm of the input viewed as one sample of N * C channels).
+
+Note [Batch norm statistics]
+    In training the input is normalized by the mean and biased variance of each channel
+    over the batch and spatial dims, and the running stats (when given) are updated in
+    place to ``momentum * batch + (1 - momentum) * running`` with the *unbiased* variance.
+    As PyTorch's kernel does, the update writes the buffers' arrays without bumping their
+    versions and records nothing. In evaluation the running stats normalize instead, and
+    the input gradient is just ``g * weight * rstd``.
+
+Each node's create_graph backward records the ops of its formula (PyTorch records one
+``...BackwardBackward0`` node); both give the same second-order gradients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy
+
+from .._tensor import Tensor, scalar_type_name
+from ..grad_mode import no_grad
+from ..graph._node import Node
+from . import _dual
+from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+from .inplace import clone
+
+__all__ = ["batch_norm", "group_norm", "instance_norm"]
+
+def _channel_dims(ndim: int) -> tuple[int, ...]:
+    """Every dim but the channel dim 1: those the statistics reduce."""
+    return (0,) + tuple(range(2, ndim))
+
+
+def _per_channel(x: Any, ndim: int) -> Any:
+    """A (C,) array or Tensor shaped (1, C, 1, ...) to broadcast against the input."""
+    return _dual.reshape(x, (1, -1) + (1,) * (ndim - 2))
+
+
+def _batch_stats(x: Any, dims: tuple[int, ...], eps: float) -> tuple[Any, Any, Any, Any]:
+    """``xhat = (x - mean) * rstd``, ``rstd = 1 / sqrt(var + eps)``, ``mean`` and the biased
+    ``var`` over ``dims`` (kept as size-1 dims), for an array or a Tensor."""
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    mean = _dual.sum_dims(x, dims, keepdim=True) / n
+    xc = x - mean
+    var = _dual.sum_dims(xc * xc, dims, keepdim=True) / n
+    rstd = (var + eps) ** -0.5
+    return xc * rstd, rstd, mean, var
+
+
+class NativeBatchNormBackward0(Node):
+    """With ``xhat`` the normalized input, ``gh = g * weight`` and means over the batch and
+    spatial dims: in training d input = rstd (gh - mean(gh) - xhat mean(gh xhat)), in
+    evaluation d input = gh rstd; d weight = sum of g xhat and d bias = sum of g over them.
+
+    Saves the input, and ``xhat`` and ``rstd`` as arrays for the plain backward; with
+    ``create_graph`` they are recomputed from the input (in evaluation from the saved
+    running ``mean`` and ``rstd``, constants) so their dependence on it is recorded.
+    """
+
+    __slots__ = ("input", "weight", "xhat", "rstd", "mean", "training", "eps")
+
+    def _normalized(self, create_graph: bool) -> tuple[Any, Any]:
+        if not create_graph:
+            self.input.unpack(self, False)  # its version check, as PyTorch's saved input
+            return self.xhat, self.rstd
+        x = self.input.unpack(self, True)
+        if self.training:
+            xhat, rstd, _, _ = _batch_stats(x, _channel_dims(x.ndim), self.eps)
+            return xhat, rstd
+        return (x - self.mean) * self.rstd, self.rstd
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        edges = self.next_edges
+        dims = _channel_dims(g.ndim)
+        xhat, rstd = self._normalized(create_graph)
+        gx = gw = gb = None
+        if edges[0] is not None:
+            gh = g
+            if self.weight is not None:
+                gh = g * _per_channel(self.weight.unpack(self, create_graph), g.ndim)
+            if self.training:
+                n = 1
+                for d in dims:
+                    n *= g.shape[d]
+                mean_gh = _dual.sum_dims(gh, dims, keepdim=True) / n
+                mean_ghx = _dual.sum_dims(gh * xhat, dims, keepdim=True) / n
+                gx = rstd * (gh - mean_gh - xhat * mean_ghx)
+            else:
+                gx = gh * rstd
+        if edges[1] is not None:
+            gw = _dual.sum_dims(g * xhat, dims)
+        if edges[2] is not None:
+            gb = _dual.sum_dims(g, dims)
+        return (gx, gw, gb)
+
+    def release_variables(self) -> None:
+        self.input.release()
+        if self.weight is not None:
+            self.weight.release()
+        self.xhat = self.rstd = self.mean = None
+
+
+def _check_dtypes(input: Tensor, params: tuple[Tensor | None, ...],  # noqa: A002
+                  kernel: str) -> None:
+    """PyTorch's CPU dtype rules: a floating input, and parameters of its dtype (its
+    mixed-dtype kernels, reduced-float inputs with float32 parameters, are not here)."""
+    if input.dtype.kind != "f":
+        raise NotImplementedError(
+            f"\"{kernel}\" not implemented for '{scalar_type_name(input.dtype)}'")
+    defined = [p for p in params if p is not None]
+    if all(p.dtype == input.dtype for p in defined):
+        return
+    if any(p.dtype != numpy.float32 for p in defined):
+        raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+    if input.dtype != numpy.float16:  # PyTorch's reduced floats (NumPy has no bfloat16)
+        raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+    raise NotImplementedError(f"{kernel} of a float16 input with float32 parameters")
+
+
+def _check_args(input: Tensor, running_mean: Tensor | None,  # noqa: A002
+                running_var: Tensor | None, weight: Tensor | None, bias: Tensor | None,
+                training: bool) -> None:
+    """PyTorch's checks of the channel counts and of the running stats' presence."""
+    if input.ndim < 2 and running_mean is None and running_var is None:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [-{max(input.ndim, 1)}, "
+            f"{max(input.ndim, 1) - 1}], but got 1)")
+    channels = input.shape[1] if input.ndim >= 2 else 0
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is None:
+            if not training and name.startswith("running"):
+                raise RuntimeError(f"{name} must be defined in evaluation mode")
+            continue
+        tensor_arg(t, "batch_norm", name)
+        check_same_device(input, t)
+        if t.numel() != channels:
+            raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither be "
+                         "None")
+
+
+def _verify_batch_size(shape: list[int], shown: str) -> None:
+    """PyTorch's ValueError when ``shape`` leaves one value per channel (dims 0, 2, ...);
+    ``shown`` is the input size its message shows."""
+    values = shape[0] if shape else 1
+    for s in shape[2:]:
+        values *= s
+    if values == 1:
+        raise ValueError("Expected more than 1 value per channel when training, got input size "
+                         f"{shown}")
+
+
+def _empty_batch_norm(input: Tensor, weight: Tensor | None,  # noqa: A002
+                      bias: Tensor | None) -> Tensor:
+    """PyTorch's result for an input with no elements: ``input.clone() * weight[0] +
+    bias[0]`` (CloneBackward0, MulBackward0, AddBackward0), stats untouched."""
+    out = clone(input)
+    if weight is not None:
+        out = out * weight[0]
+    if bias is not None:
+        out = out + bias[0]
+    return out
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None,  # noqa: A002
+               running_var: Tensor | None, weight: Tensor | None = None,
+               bias: Tensor | None = None, training: bool = False, momentum: float = 0.1,
+               eps: float = 1e-5) -> Tensor:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` per channel (dim 1) of an (N, C, *)
+    input, as one NativeBatchNormBackward0: with the batch's mean and biased variance
+    in ``training`` (updating the running stats in place when given, see Note [Batch norm
+    statistics]), else with ``running_mean`` and ``running_var``."""
+    tensor_arg(input, "batch_norm", "input")
+    if training:
+        _verify_batch_size(list(input.shape), f"torch.Size({list(input.shape)})")
+    if training and eps <= 0.0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    if eps < 0.0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
+    if not isinstance(momentum, (int, float)):
+        raise TypeError("batch_norm(): argument 'momentum' (position 7) must be float, not "
+                        f"{type(momentum).__name__}")
+    return _native_batch_norm(input, running_mean, running_var, weight, bias, training,
+                              momentum, eps)
+
+
+def _native_batch_norm(input: Tensor, running_mean: Tensor | None,  # noqa: A002
+                       running_var: Tensor | None, weight: Tensor | None,
+                       bias: Tensor | None, training: bool, momentum: float,
+                       eps: float) -> Tensor:
+    """``batch_norm`` after its Python-level checks (PyTorch's ``torch.batch_norm``)."""
+    _check_args(input, running_mean, running_var, weight, bias, training)
+    _check_dtypes(input, (weight, bias, running_mean, running_var), "batch_norm")
+    if input.numel() == 0:
+        return _empty_batch_norm(input, weight, bias)
+    x = input.data
+    ndim = input.ndim
+    dims = _channel_dims(ndim)
+    mean = None
+    if training:
+        xhat, rstd, batch_mean, var = _batch_stats(x, dims, eps)
+        if running_mean is not None:
+            n = x.size // x.shape[1]  # > 1: checked by the callers
+            unbiased = var.reshape(-1) * (n / (n - 1))
+            running_mean.data[...] = momentum * batch_mean.reshape(-1) + (
+                1 - momentum) * running_mean.data
+            running_var.data[...] = momentum * unbiased + (1 - momentum) * running_var.data
+    else:
+        mean = _per_channel(running_mean.data, ndim)
+        rstd = _per_channel((running_var.data + eps) ** -0.5, ndim)
+        xhat = (x - mean) * rstd
+    xhat = _dual.contiguous(xhat)  # PyTorch's layout, whatever the input's
+    data = xhat
+    if weight is not None:
+        data = data * _per_channel(weight.data, ndim)
+    if bias is not None:
+        data = data + _per_channel(bias.data, ndim)
+    edges = edges_of(input, weight, bias)
+    if edges is None:
+        return plain(data, input.device)
+    if data is xhat:  # the node keeps xhat: an in-place write of the output must not reach it
+        data = xhat.copy()
+    node = NativeBatchNormBackward0(edges)
+    node.input = save(input)
+    node.weight = save(weight)
+    node.xhat, node.rstd, node.mean = xhat, rstd, mean
+    node.training, node.eps = training, eps
+    return record(node, data, input.device)
+
+
+# ---- group_norm ----
+
+class NativeGroupNormBackward0(Node):
+    """With ``xhat`` the input normalized per (sample, group), ``gh = g * weight`` and
+    means over each group: d input = rstd (gh - mean(gh) - xhat mean(gh xhat)),
+    d weight = sum of g xhat and d bias = sum of g over the batch and spatial dims.
+
+    ``xhat`` (shaped ``grouped``: (N, groups, values per group)) and ``rstd`` are arrays
+    for the plain backward; with ``create_graph`` they are recomputed from the saved input.
+    """
+
+    __slots__ = ("input", "weight", "xhat", "rstd", "grouped", "eps")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        edges = self.next_edges
+        if create_graph:
+            x = _dual.reshape(self.input.unpack(self, True), self.grouped)
+            xhat, rstd, _, _ = _batch_stats(x, (2,), self.eps)
+        else:
+            self.input.unpack(self, False)  # its version check, as PyTorch's saved input
+            xhat, rstd = self.xhat, self.rstd
+        gx = gw = gb = None
+        dims = _channel_dims(g.ndim)
+        if edges[0] is not None:
+            gh = g
+            if self.weight is not None:
+                gh = g * _per_channel(self.weight.unpack(self, create_graph), g.ndim)
+            gh = _dual.reshape(gh, self.grouped)
+            n = self.grouped[2]
+            mean_gh = _dual.sum_dims(gh, (2,), keepdim=True) / n
+            mean_ghx = _dual.sum_dims(gh * xhat, (2,), keepdim=True) / n
+            gx = _dual.reshape(rstd * (gh - mean_gh - xhat * mean_ghx), g.shape)
+        if edges[1] is not None:
+            gw = _dual.sum_dims(g * _dual.reshape(xhat, g.shape), dims)
+        if edges[2] is not None:
+            gb = _dual.sum_dims(g, dims)
+        return (gx, gw, gb)
+
+    def release_variables(self) -> None:
+        self.input.release()
+        if self.weight is not None:
+            self.weight.release()
+        self.xhat = self.rstd = None
+
+
+def _check_group_args(input: Tensor, num_groups: int, weight: Tensor | None,  # noqa: A002
+                      bias: Tensor | None) -> None:
+    channels = input.shape[1]
+    if channels % num_groups:
+        raise RuntimeError(
+            "Expected number of channels in input to be divisible by num_groups, but got input "
+            f"of shape {list(input.shape)} and num_groups={num_groups}")
+    # PyTorch's message about the bias shows the weight's shape ([0] when there is none)
+    shown = [0] if weight is None else list(weight.shape)
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        tensor_arg(t, "group_norm", name)
+        check_same_device(input, t)
+        if t.ndim != 1 or t.shape[0] != channels:
+            raise RuntimeError(
+                f"Expected {name} to be a vector of size equal to the number of channels in "
+                f"input, but got {name} of shape {shown} and input of shape "
+                f"{list(input.shape)}")
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # noqa: A002
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` with the mean and biased variance
+    of each sample's ``num_groups`` groups of consecutive channels (dim 1), and ``weight``
+    and ``bias`` per channel; one NativeGroupNormBackward0."""
+    tensor_arg(input, "group_norm", "input")
+    if input.ndim < 2:
+        raise RuntimeError(
+            f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
+    shape = list(input.shape)
+    size = [shape[0] * shape[1] // num_groups, num_groups] + shape[2:]
+    _verify_batch_size(size, str(size))
+    _check_group_args(input, num_groups, weight, bias)
+    _check_dtypes(input, (weight, bias), "GroupNormKernelImpl")
+    per_group = shape[1] // num_groups
+    for s in shape[2:]:
+        per_group *= s
+    grouped = (shape[0], num_groups, per_group)
+    x = input.data
+    xhat, rstd, _, _ = _batch_stats(x.reshape(grouped), (2,), eps)
+    ndim = input.ndim
+    data = xhat.reshape(x.shape)
+    if weight is not None:
+        data = data * _per_channel(weight.data, ndim)
+    if bias is not None:
+        data = data + _per_channel(bias.data, ndim)
+    edges = edges_of(input, weight, bias)
+    if edges is None:
+        return plain(data, input.device)
+    if weight is None and bias is None:  # the node keeps xhat: a write of the output must not
+        data = data.copy()               # reach it
+    node = NativeGroupNormBackward0(edges)
+    node.input = save(input)
+    node.weight = save(weight)
+    node.xhat, node.rstd, node.grouped, node.eps = xhat, rstd, grouped, eps
+    return record(node, data, input.device)
+
+
+# ---- instance_norm ----
+
+def _repeated(t: Tensor | None, times: int) -> Tensor | None:
+    return None if t is None else t.repeat(times)
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,  # noqa: A002
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """``batch_norm`` of each sample's channels over their spatial dims, as PyTorch's: the
+    (N, C, *) input viewed as (1, N * C, *), the per-channel tensors repeated N times
+    (ViewBackward0 over NativeBatchNormBackward0 over RepeatBackward0). With
+    ``use_input_stats`` the running stats, when given, become the mean over the samples
+    of their updates (written by ``copy_``, bumping their versions as PyTorch's)."""
+    tensor_arg(input, "instance_norm", "input")
+    shape = list(input.shape)
+    if use_input_stats:
+        spatial = 1
+        for s in shape[2:]:
+            spatial *= s
+        if spatial == 1:
+            raise ValueError("Expected more than 1 spatial element when training, got input "
+                             f"size torch.Size({shape})")
+    elif running_mean is None or running_var is None:
+        raise RuntimeError(
+            "Expected running_mean and running_var to be defined when use_input_stats is false")
+    b, c = shape[0], shape[1]
+    stats = _repeated(running_mean, b), _repeated(running_var, b)
+    out = _native_batch_norm(input.contiguous().view(1, b * c, *shape[2:]), *stats,
+                             _repeated(weight, b), _repeated(bias, b), use_input_stats,
+                             momentum, eps)
+    with no_grad():
+        for running, updated in zip((running_mean, running_var), stats):
+            if running is not None:
+                running.copy_(updated.view(b, c).mean(0))
+    return out.view(*shape)
