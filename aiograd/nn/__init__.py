@@ -11,6 +11,7 @@ Small on purpose: enough for real training loops with ``await loss.backward()``.
 from __future__ import annotations
 
 from . import functional, init, utils
+from ._conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from ._layers import (
     GELU,
     Dropout,
@@ -36,6 +37,11 @@ from ._module import Module, Parameter
 from ._norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
 
 __all__ = [
+    "AdaptiveAvgPool2d",
+    "AvgPool2d",
+    "Conv1d",
+    "Conv2d",
+    "MaxPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
     "GroupNorm",

@@ -11,13 +11,15 @@ from typing import Any
 
 from .._ops import nn_ops, unary
 from .._ops.batch_norm import batch_norm, group_norm, instance_norm
+from .._ops.conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d
 from .._ops.nn_extra import dropout, embedding, gelu, l1_loss, layer_norm, leaky_relu
 from .._ops.nn_ops import cross_entropy, linear, mse_loss, nll_loss
 from .._ops.unary import relu_, sigmoid, tanh
 from .._tensor import Tensor
 
-__all__ = ["batch_norm", "cross_entropy", "dropout", "embedding", "gelu", "group_norm",
-           "instance_norm", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
+__all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv1d", "conv2d",
+           "cross_entropy", "dropout", "embedding", "gelu", "group_norm", "instance_norm",
+           "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d",
            "mse_loss", "nll_loss", "relu", "relu_", "sigmoid", "softmax", "tanh"]
 
 

@@ -1,0 +1,698 @@
+"""Convolutions and pooling: ``conv1d conv2d max_pool2d avg_pool2d adaptive_avg_pool2d``,
+as ``torch.nn.functional``'s.
+
+Note [Convolution as im2col and one matmul]
+    A convolution of x (N, C, H, W) with a weight (O, C/G, kh, kw) in G groups is
+    ``cols = im2col(x)``, the (N, C*kh*kw, Ho*Wo) windows of the padded input (one
+    strided copy through ``as_strided``), then one batched matmul
+    ``weight (G, O/G, C/G*kh*kw) @ cols (N, G, C/G*kh*kw, Ho*Wo)``; conv1d is conv2d
+    with H = 1. Its one node, ``ConvolutionBackward0``, computes
+    ``d weight = sum over N of g @ cols^T`` (cols recomputed from the saved input) and
+    ``d input = col2im(weight^T @ g)``, col2im (the adjoint of im2col) adding the
+    columns back in one strided slice per kernel position (no loop over pixels).
+    im2col and col2im are dual helpers (Note [Dual backward formulas]): on Tensors they
+    record ``Im2ColBackward0`` and ``Col2ImBackward0`` (PyTorch's nodes of ``unfold`` and
+    ``fold``), each the other's gradient, so create_graph records the gradient's
+    dependence on the input, the weight and g, and gradients of any order follow.
+    PyTorch records one ``ConvolutionBackwardBackward0`` instead.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from typing import Any, NamedTuple
+
+import numpy
+
+from .._tensor import Tensor, cpp_type_name, legacy_type_name, scalar_type_name
+from ..devices import CPU, device_of_array
+from ..graph._node import Node
+from . import _dual
+from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+
+
+class _Geometry(NamedTuple):
+    """The 2-D windows of a convolution: the (unpadded) input shape (N, C, H, W), the
+    kernel size, dilation, stride, padding per side ((top, bottom), (left, right)) and
+    the output's spatial size."""
+
+    input_shape: tuple[int, int, int, int]
+    kernel: tuple[int, int]
+    dilation: tuple[int, int]
+    stride: tuple[int, int]
+    pads: tuple[tuple[int, int], tuple[int, int]]
+    out: tuple[int, int]
+
+
+# ---- im2col / col2im on arrays ----
+
+def _host_to(values: Any, like: Any) -> Any:
+    """The host array ``values`` on the device of the array ``like``."""
+    dev = device_of_array(like)
+    return values if dev is CPU else dev.backend.from_host(values, dev.index)
+
+
+def _im2col_array(x: Any, geo: _Geometry, fill: Any = 0) -> Any:
+    """The (N, C*kh*kw, Ho*Wo) windows of the 4-D array ``x`` (channel-major, then kernel
+    row and column, as ``unfold``): a strided view of the input padded with ``fill``,
+    copied once."""
+    xp = _dual.xp_of(x)
+    if any(geo.pads[0]) or any(geo.pads[1]):
+        x = xp.pad(x, ((0, 0), (0, 0)) + geo.pads, constant_values=fill)
+    n, c = x.shape[:2]
+    (kh, kw), (dh, dw), (sh, sw), (oh, ow) = geo.kernel, geo.dilation, geo.stride, geo.out
+    s_n, s_c, s_h, s_w = x.strides
+    shape, strides = (n, c, kh, kw, oh, ow), (s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw)
+    if isinstance(x, numpy.ndarray):  # a subclass (a device's array) stays one
+        windows = numpy.lib.stride_tricks.as_strided(x, shape, strides, subok=True)
+    else:
+        windows = xp.lib.stride_tricks.as_strided(x, shape, strides)
+    return windows.reshape((n, c * kh * kw, oh * ow))
+
+
+def _col2im_array(cols: Any, geo: _Geometry) -> Any:
+    """The adjoint of :func:`_im2col_array`: each column entry added back at its input
+    position (padding dropped), one strided slice per kernel position."""
+    xp = _dual.xp_of(cols)
+    n, c, h, w = geo.input_shape
+    (kh, kw), (dh, dw), (sh, sw), (oh, ow) = geo.kernel, geo.dilation, geo.stride, geo.out
+    (top, bottom), (left, right) = geo.pads
+    out = xp.zeros_like(cols, shape=(n, c, h + top + bottom, w + left + right))
+    blocks = cols.reshape((n, c, kh, kw, oh, ow))
+    for i in range(kh):
+        rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+        for j in range(kw):
+            out[:, :, rows, j * dw:j * dw + sw * (ow - 1) + 1:sw] += blocks[:, :, i, j]
+    if top or bottom or left or right:
+        out = _dual.contiguous(out[:, :, top:top + h, left:left + w])
+    return out
+
+
+# ---- im2col / col2im as dual helpers ----
+
+class Im2ColBackward0(Node):
+    """d x = col2im(g): im2col is linear, its gradient its adjoint."""
+
+    __slots__ = ("geometry",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (_col2im(grads[0], self.geometry),)
+
+
+class Col2ImBackward0(Node):
+    """d cols = im2col(g): col2im is linear, its gradient its adjoint."""
+
+    __slots__ = ("geometry",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (_im2col(grads[0], self.geometry),)
+
+
+def _linear_op(node_cls: type[Node], array_fn: Any, x: Any, geo: _Geometry) -> Any:
+    """``array_fn(x, geo)`` for an array; for a Tensor, its result recorded by ``node_cls``."""
+    if type(x) is not Tensor:
+        return array_fn(x, geo)
+    data = array_fn(x.data, geo)
+    edges = edges_of(x)
+    if edges is None:
+        return plain(data, x.device)
+    node = node_cls(edges)
+    node.geometry = geo
+    return record(node, data, x.device)
+
+
+def _im2col(x: Any, geo: _Geometry) -> Any:
+    return _linear_op(Im2ColBackward0, _im2col_array, x, geo)
+
+
+def _col2im(cols: Any, geo: _Geometry) -> Any:
+    return _linear_op(Col2ImBackward0, _col2im_array, cols, geo)
+
+
+# ---- the convolution node ----
+
+class ConvolutionBackward0(Node):
+    """See Note [Convolution as im2col and one matmul]. Saves the input (for d weight
+    and its version check) and, if the input needs a gradient, the weight; ``spatial``
+    is 1 for conv1d (whose arrays get a unit H) and 2 for conv2d."""
+
+    __slots__ = ("input", "weight", "geometry", "groups", "spatial")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        geo, groups = self.geometry, self.groups
+        n, c = geo.input_shape[:2]
+        edges = self.next_edges
+        g = grads[0]
+        out_channels = g.shape[1]
+        g4 = _dual.reshape(g, (n, groups, out_channels // groups, geo.out[0] * geo.out[1]))
+        gx = gw = gb = None
+        if edges[1] is not None:
+            x = self.input.unpack(self, create_graph)
+            cols = _im2col(_dual.reshape(x, geo.input_shape), geo)
+            cols = _dual.reshape(cols, (n, groups, cols.shape[1] // groups, cols.shape[2]))
+            gw = _dual.sum_dims(g4 @ _dual.swap_last(cols), 0)
+            gw = _dual.reshape(gw, self.weight_shape(gw))
+        if edges[0] is not None:
+            w = self.weight.unpack(self, create_graph)
+            per_group = math.prod(w.shape[1:])
+            wm = _dual.reshape(w, (groups, out_channels // groups, per_group))
+            gcols = _dual.reshape(_dual.swap_last(wm) @ g4, (n, per_group * groups, g4.shape[-1]))
+            gx = _col2im(gcols, geo)
+            gx = _dual.reshape(gx, (n, c) + tuple(geo.input_shape[4 - self.spatial:]))
+        if len(edges) == 3 and edges[2] is not None:
+            gb = _dual.sum_dims(g, (0,) + tuple(range(2, 2 + self.spatial)))
+        return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
+
+    def weight_shape(self, gw: Any) -> tuple[int, ...]:
+        """The weight's shape: (O, C/G, kh, kw), or (O, C/G, kw) for conv1d."""
+        kernel = self.geometry.kernel[2 - self.spatial:]
+        return (gw.shape[0] * gw.shape[1], self.geometry.input_shape[1] // self.groups) + kernel
+
+    def release_variables(self) -> None:
+        for saved in (self.input, self.weight):
+            if saved is not None:
+                saved.release()
+
+
+# ---- argument checks ----
+
+def _int_tuple(value: Any, spatial: int, fn: str, name: str) -> tuple[int, ...]:
+    """An int or a sequence of ``spatial`` ints (or of one, repeated) as a tuple."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (int(value),) * spatial
+    if isinstance(value, (tuple, list)) and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
+        if len(value) == 1:
+            return (int(value[0]),) * spatial
+        return tuple(int(v) for v in value)
+    raise TypeError(
+        f"{fn}(): argument '{name}' must be tuple of ints, not {type(value).__name__}")
+
+
+def _check_sizes(name: str, values: tuple[int, ...], spatial: int) -> None:
+    if len(values) != spatial:
+        raise RuntimeError(
+            f"expected {name} to be a single integer value or a list of {spatial} values to "
+            f"match the convolution dimensions, but got {name}={list(values)}")
+
+
+def _same_pads(kernel: tuple[int, ...], dilation: tuple[int, ...],
+               stride: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """PyTorch's ``'same'`` padding: ``d (k - 1)`` in all, the odd one on the high side
+    (with its warning, as the input then needs a padded copy)."""
+    if any(s != 1 for s in stride):
+        raise RuntimeError("padding='same' is not supported for strided convolutions")
+    pads = []
+    for k, d in zip(kernel, dilation):
+        total = d * (k - 1)
+        pads.append((total // 2, total - total // 2))
+    if any(lo != hi for lo, hi in pads):
+        warnings.warn(
+            "Using padding='same' with even kernel lengths and odd dilation may require a "
+            "zero-padded copy of the input be created", UserWarning, stacklevel=4)
+    return tuple(pads)
+
+
+def _check_dtypes(input: Tensor, weight: Tensor, bias: Tensor | None) -> None:  # noqa: A002
+    """PyTorch's errors for a weight or bias whose dtype is not the input's."""
+    x_dt, w_dt = input.dtype, weight.dtype
+    if x_dt != w_dt:
+        if x_dt.name == "float32":
+            raise RuntimeError(
+                f"Input type ({legacy_type_name(x_dt, input.device.type)}) and weight type "
+                f"({legacy_type_name(w_dt, weight.device.type)}) should be the same or input "
+                "should be a MKLDNN tensor and weight is a dense tensor")
+        raise RuntimeError(
+            f"expected scalar type {scalar_type_name(x_dt)} but found {scalar_type_name(w_dt)}")
+    if bias is not None and bias.dtype != x_dt:
+        raise RuntimeError(
+            f"Input type ({cpp_type_name(x_dt)}) and bias type ({cpp_type_name(bias.dtype)}) "
+            "should be the same")
+    if x_dt.kind not in "fiu":  # complex convolutions are not implemented
+        raise NotImplementedError(
+            f"\"slow_conv2d_cpu\" not implemented for '{scalar_type_name(x_dt)}'")
+
+
+def _check_shapes(input: Tensor, weight: Tensor, bias: Tensor | None,  # noqa: A002
+                  groups: int) -> None:
+    """PyTorch's checks of the weight and bias against the (batched) input, in its order."""
+    w_shape, x_shape = list(weight.shape), list(input.shape)
+    out_channels = w_shape[0]
+    if out_channels < groups or out_channels % groups:
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be divisible by {groups} at dimension "
+            f"0, but got weight of size [{w_shape}] instead")
+    if x_shape[1] != w_shape[1] * groups:
+        raise RuntimeError(
+            f"Given groups={groups}, weight of size {w_shape}, expected input{x_shape} to have "
+            f"{w_shape[1] * groups} channels, but got {x_shape[1]} channels instead")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_channels):
+        raise RuntimeError(
+            f"Given weight of size {w_shape}, expected bias to be 1-dimensional with "
+            f"{out_channels} elements, but got bias of size {list(bias.shape)} instead")
+
+
+def _geometry(input_shape: tuple[int, ...], kernel: tuple[int, ...],
+              dilation: tuple[int, ...], stride: tuple[int, ...],
+              pads: tuple[tuple[int, int], ...]) -> _Geometry:
+    """The 2-D geometry (conv1d's with a unit H); PyTorch's error when a dilated kernel
+    exceeds the padded input."""
+    spatial = input_shape[2:]
+    padded = [s + lo + hi for s, (lo, hi) in zip(spatial, pads)]
+    extent = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+    if any(e > p for e, p in zip(extent, padded)):
+        raise RuntimeError(
+            f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
+            f"Kernel size: ({' x '.join(map(str, extent))}). Kernel size can't be greater "
+            "than actual input size")
+    out = tuple((p - e) // s + 1 for p, e, s in zip(padded, extent, stride))
+    fill = 2 - len(spatial)  # conv1d: a unit H with no padding
+    return _Geometry(
+        tuple(input_shape[:2]) + (1,) * fill + tuple(spatial), (1,) * fill + tuple(kernel),
+        (1,) * fill + tuple(dilation), (1,) * fill + tuple(stride),
+        ((0, 0),) * fill + tuple(pads), (1,) * fill + out)
+
+
+# ---- conv1d / conv2d ----
+
+def _conv(fn: str, spatial: int, input: Tensor, weight: Tensor,  # noqa: A002
+          bias: Tensor | None, stride: Any, padding: Any, dilation: Any, groups: int) -> Tensor:
+    tensor_arg(input, fn, "input", 0)
+    tensor_arg(weight, fn, "weight", 1)
+    if bias is not None:
+        tensor_arg(bias, fn, "bias", 2)
+    if input.ndim not in (spatial + 1, spatial + 2):
+        raise RuntimeError(
+            f"Expected {spatial + 1}D (unbatched) or {spatial + 2}D (batched) input to {fn}, "
+            f"but got input of size: {list(input.shape)}")
+    kernel_dims = max(weight.ndim - 2, 0)
+    stride = _int_tuple(stride, spatial, fn, "stride")
+    dilation = _int_tuple(dilation, spatial, fn, "dilation")
+    _check_sizes("stride", stride, kernel_dims)
+    _check_sizes("dilation", dilation, kernel_dims)
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
+    else:
+        padding = _int_tuple(padding, spatial, fn, "padding")
+        _check_sizes("padding", padding, kernel_dims)
+        if any(p < 0 for p in padding):
+            raise RuntimeError("negative padding is not supported")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        if input.dtype.name == "float32":  # PyTorch's float32 (mkldnn) path words it so
+            raise RuntimeError("non-positive dilation is not supported")
+        raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
+    if not isinstance(groups, numbers.Integral) or groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    kernel = tuple(weight.shape[2:])
+    if padding == "valid":
+        pads = ((0, 0),) * spatial
+    elif padding == "same":
+        pads = _same_pads(kernel, dilation, stride)
+    else:
+        pads = tuple((p, p) for p in padding)
+    if input.ndim == spatial + 1:  # unbatched, as PyTorch: unsqueeze, convolve, squeeze
+        batched = input.unsqueeze(0)
+        return _convolution(batched, weight, bias, stride, pads, dilation, groups).squeeze(0)
+    return _convolution(input, weight, bias, stride, pads, dilation, groups)
+
+
+def _convolution(input: Tensor, weight: Tensor, bias: Tensor | None,  # noqa: A002
+                 stride: tuple[int, ...], pads: tuple[tuple[int, int], ...],
+                 dilation: tuple[int, ...], groups: int) -> Tensor:
+    """The checked, batched convolution: one ConvolutionBackward0."""
+    dev = check_same_device(input, weight)
+    if bias is not None:
+        check_same_device(input, bias)
+    _check_dtypes(input, weight, bias)
+    _check_shapes(input, weight, bias, groups)
+    spatial = input.ndim - 2
+    geo = _geometry(tuple(input.shape), tuple(weight.shape[2:]), dilation, stride, pads)
+    n = input.shape[0]
+    out_channels = weight.shape[0]
+    cols = _im2col_array(input.data.reshape(geo.input_shape), geo)
+    wm = weight.data.reshape((groups, out_channels // groups, cols.shape[1] // groups))
+    data = wm @ cols.reshape((n, groups, cols.shape[1] // groups, cols.shape[2]))
+    data = data.reshape((n, out_channels) + geo.out[2 - spatial:])
+    if bias is not None:
+        data += bias.data.reshape((out_channels,) + (1,) * spatial)
+    edges = edges_of(input, weight) if bias is None else edges_of(input, weight, bias)
+    if edges is None:
+        return plain(data, dev)
+    node = ConvolutionBackward0(edges)
+    node.input = save(input)
+    node.weight = save(weight) if edges[0] is not None else None
+    node.geometry, node.groups, node.spatial = geo, groups, spatial
+    return record(node, data, dev)
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,  # noqa: A002
+           stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """2-D convolution (cross-correlation) of ``input`` (N, C, H, W) or (C, H, W) with
+    ``weight`` (O, C/groups, kh, kw), plus ``bias`` (O,); ``padding`` is ints or
+    ``'valid'``/``'same'``. See Note [Convolution as im2col and one matmul]."""
+    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,  # noqa: A002
+           stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """1-D convolution of ``input`` (N, C, L) or (C, L) with ``weight`` (O, C/groups, k),
+    plus ``bias`` (O,); ``padding`` is ints or ``'valid'``/``'same'``."""
+    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+# ---- pooling ----
+
+def _pool_pair(value: Any, fn: str, name: str, what: str) -> tuple[int, int]:
+    """An int or a sequence of one or two ints as a pair; PyTorch's error otherwise."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value), int(value)
+    if isinstance(value, (tuple, list)) and len(value) in (1, 2) and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
+        return int(value[0]), int(value[-1])
+    raise RuntimeError(f"{fn}: {name} must {what}")
+
+
+def _pool_out_size(size: int, kernel: int, pad: int, stride: int, dilation: int,
+                   ceil_mode: bool) -> int:
+    """PyTorch's ``pooling_output_shape``, with its checks of stride and padding."""
+    if stride == 0:
+        raise RuntimeError("stride should not be zero")
+    if pad < 0:
+        raise RuntimeError(f"pad must be non-negative, but got pad: {pad}")
+    if pad > ((kernel - 1) * dilation + 1) // 2:
+        raise RuntimeError(
+            f"pad should be at most half of effective kernel size, but got pad={pad}, "
+            f"kernel_size={kernel} and dilation={dilation}")
+    span = size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = span // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def _pool_geometry(fn: str, input: Tensor, kernel_size: Any, stride: Any,  # noqa: A002
+                   padding: Any, dilation: Any, ceil_mode: bool) -> _Geometry:
+    """The windows of a 2-D pooling of the (N, C, H, W) or (C, H, W) ``input`` (as a
+    batch of one), with PyTorch's checks in its order. The high padding is extended so
+    that ``ceil_mode``'s last windows fit."""
+    tensor_arg(input, fn, "input", 0)
+    kernel = _pool_pair(kernel_size, fn, "kernel_size",
+                        "either be a single int, or a tuple of two ints")
+    stride = kernel if stride is None or stride == [] or stride == () else _pool_pair(
+        stride, fn, "stride", "either be omitted, a single int, or a tuple of two ints")
+    pad = _pool_pair(padding, fn, "padding", "either be a single int, or a tuple of two ints")
+    dilation = _pool_pair(dilation, fn, "dilation",
+                          "be either a single int, or a tuple of two ints")
+    if input.ndim not in (3, 4) or 0 in input.shape[-3:]:
+        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
+    shape = (1,) * (4 - input.ndim) + tuple(input.shape)
+    out = tuple(_pool_out_size(shape[2 + i], kernel[i], pad[i], stride[i], dilation[i],
+                               ceil_mode) for i in range(2))
+    if kernel[0] <= 0 or kernel[1] <= 0:
+        raise RuntimeError(
+            f"kernel size should be greater than zero, but got kH: {kernel[0]} kW: {kernel[1]}")
+    if stride[0] <= 0 or stride[1] <= 0:
+        raise RuntimeError(
+            f"stride should be greater than zero, but got dH: {stride[0]} dW: {stride[1]}")
+    if dilation[0] <= 0 or dilation[1] <= 0:
+        raise RuntimeError(
+            "dilation should be greater than zero, but got dilationH: "
+            f"{dilation[0]} dilationW: {dilation[1]}")
+    if kernel[1] // 2 < pad[1] or kernel[0] // 2 < pad[0]:
+        raise RuntimeError(
+            "pad should be smaller than or equal to half of kernel size, but got "
+            f"padW = {pad[1]}, padH = {pad[0]}, kW = {kernel[1]}, kH = {kernel[0]}")
+    if out[0] < 1 or out[1] < 1:
+        c, h, w = shape[1:]
+        raise RuntimeError(
+            f"Given input size: ({c}x{h}x{w}). Calculated output size: "
+            f"({c}x{out[0]}x{out[1]}). Output size is too small")
+    pads = []
+    for i in range(2):
+        needed = (out[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1
+        pads.append((pad[i], max(pad[i], needed - shape[2 + i] - pad[i])))
+    return _Geometry(shape, kernel, dilation, stride, tuple(pads), out)
+
+
+def _windows(x: Any, geo: _Geometry, fill: Any) -> Any:
+    """The (N, C, kh*kw, Ho*Wo) windows of the array ``x`` (of any shape with
+    ``geo.input_shape``'s elements), padded with ``fill``."""
+    n, c = geo.input_shape[:2]
+    cols = _im2col_array(x.reshape(geo.input_shape), geo, fill)
+    return cols.reshape((n, c, geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]))
+
+
+def _pool_grad(gcols: Any, geo: _Geometry, shape: tuple[int, ...]) -> Any:
+    """d input (of ``shape``) from the (N, C, kh*kw, Ho*Wo) gradient of the windows."""
+    n, c = geo.input_shape[:2]
+    cols = _dual.reshape(gcols, (n, c * geo.kernel[0] * geo.kernel[1], gcols.shape[-1]))
+    return _dual.reshape(_col2im(cols, geo), shape)
+
+
+class _PoolBackward(Node):
+    """The node of a pooling: d input = ``spread(g)``, linear in g and independent of the
+    input. With ``create_graph`` it records a ``...BackwardBackward0`` node over (g,
+    input), as PyTorch's: its gradients are ``gather(gg)`` (the adjoint of ``spread``: the
+    pooling with the windows fixed) and zeros for the input."""
+
+    __slots__ = ("self_", "geometry", "input_shape")
+    backward_cls: type[Node]
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.self_.unpack(self, create_graph)  # its version check, as PyTorch's
+        g = grads[0]
+        if type(g) is not Tensor:
+            return (self.spread(g),)
+        data = self.spread(g.data)
+        edges = edges_of(g, x)
+        if edges is None:
+            return (plain(data, g.device),)
+        node = self.backward_cls(edges)
+        node.pool = self
+        return (record(node, data, g.device),)
+
+    def windows_shape(self) -> tuple[int, int, int, int]:
+        """(N, C, kh*kw, Ho*Wo)."""
+        geo = self.geometry
+        return geo.input_shape[:2] + (geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1])
+
+    def windows_of(self, gg: Any) -> Any:
+        """The (N, C, kh*kw, Ho*Wo) windows of ``gg`` (of the input's shape), zero-padded."""
+        return _dual.reshape(_im2col(_dual.reshape(gg, self.geometry.input_shape),
+                                     self.geometry), self.windows_shape())
+
+    def output_of(self, pooled: Any) -> Any:
+        """``pooled`` (N, C, 1, Ho*Wo) in the output's shape."""
+        return _dual.reshape(pooled, self.input_shape[:-2] + self.geometry.out)
+
+    def spread(self, g: Any) -> Any:
+        raise NotImplementedError
+
+    def gather(self, gg: Any) -> Any:
+        raise NotImplementedError
+
+    def release_variables(self) -> None:
+        self.self_.release()
+
+
+class _PoolBackwardBackward(Node):
+    """See :class:`_PoolBackward`: d g = ``pool.gather(gg)``, d input = 0."""
+
+    __slots__ = ("pool",)
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        gg = grads[0]
+        edges = self.next_edges
+        return (self.pool.gather(gg) if edges[0] is not None else None,
+                _dual.zeros_of(gg) if edges[1] is not None else None)
+
+
+class MaxPool2DWithIndicesBackwardBackward0(_PoolBackwardBackward):
+    __slots__ = ()
+
+
+class MaxPool2DWithIndicesBackward0(_PoolBackward):
+    """Each output's g routed to its window's (first) maximum, summed where windows
+    overlap. ``argmax``: the maximum's position in its window, (N, C, 1, Ho*Wo)."""
+
+    __slots__ = ("argmax",)
+    backward_cls = MaxPool2DWithIndicesBackwardBackward0
+
+    def picked(self) -> Any:
+        """True at each window's maximum, (N, C, kh*kw, Ho*Wo)."""
+        k = self.geometry.kernel[0] * self.geometry.kernel[1]
+        return _host_to(numpy.arange(k).reshape((1, 1, k, 1)), self.argmax) == self.argmax
+
+    def spread(self, g: Any) -> Any:
+        g = _dual.reshape(g, self.windows_shape()[:2] + (1, self.windows_shape()[3]))
+        return _pool_grad(_dual.where(self.picked(), g, 0), self.geometry, self.input_shape)
+
+    def gather(self, gg: Any) -> Any:
+        picked = _dual.where(self.picked(), self.windows_of(gg), 0)
+        return self.output_of(_dual.sum_dims(picked, 2))
+
+
+def _lowest(dtype: Any, xp: Any) -> Any:
+    """The value below every other of ``dtype``: -inf, or an integer type's minimum."""
+    return -xp.inf if dtype.kind == "f" else xp.iinfo(dtype).min
+
+
+def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None,  # noqa: A002
+               padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Any:
+    """The maximum of each (dilated) window of ``input`` (N, C, H, W) or (C, H, W), padded
+    with -inf; the first maximum of a window in row-major order wins ties and takes the
+    gradient. With ``return_indices``, also the int64 flat (H*W) index of each maximum."""
+    geo = _pool_geometry("max_pool2d", input, kernel_size, stride, padding, dilation,
+                         ceil_mode)
+    x = input.data
+    xp = input.device.xp
+    if x.dtype.kind not in "fiu":
+        raise NotImplementedError(
+            f"\"max_pool2d\" not implemented for '{scalar_type_name(x.dtype)}'")
+    cols = _windows(x, geo, _lowest(x.dtype, xp))
+    argmax = xp.expand_dims(cols.argmax(axis=2), 2)
+    out_shape = tuple(input.shape[:-2]) + geo.out
+    data = xp.take_along_axis(cols, argmax, 2).reshape(out_shape)
+    edges = edges_of(input)
+    if edges is None:
+        result = plain(data, input.device)
+    else:
+        node = MaxPool2DWithIndicesBackward0(edges)
+        node.self_ = save(input)
+        node.argmax, node.geometry, node.input_shape = argmax, geo, tuple(input.shape)
+        result = record(node, data, input.device)
+    if not return_indices:
+        return result
+    return result, plain(_flat_indices(argmax, geo).reshape(out_shape), input.device)
+
+
+def _flat_indices(argmax: Any, geo: _Geometry) -> Any:
+    """The flat (H*W) input index of each window position in ``argmax``."""
+    kw, (dh, dw), (sh, sw) = geo.kernel[1], geo.dilation, geo.stride
+    (top, _), (left, _) = geo.pads
+    oh, ow = geo.out
+    starts = (numpy.repeat(numpy.arange(oh) * sh - top, ow) * geo.input_shape[3]
+              + numpy.tile(numpy.arange(ow) * sw - left, oh))
+    offsets = argmax // kw * (dh * geo.input_shape[3]) + argmax % kw * dw
+    return (_host_to(starts, argmax) + offsets).astype(numpy.int64)
+
+
+class AvgPool2DBackwardBackward0(_PoolBackwardBackward):
+    __slots__ = ()
+
+
+class AvgPool2DBackward0(_PoolBackward):
+    """Each output's g divided by its ``divisor`` (Ho*Wo,) and spread over its window,
+    summed where windows overlap."""
+
+    __slots__ = ("divisor",)
+    backward_cls = AvgPool2DBackwardBackward0
+
+    def spread(self, g: Any) -> Any:
+        n, c, k, length = self.windows_shape()
+        g = _dual.reshape(g, (n, c, 1, length)) / self.divisor
+        return _pool_grad(_dual.expand(g, (n, c, k, length)), self.geometry, self.input_shape)
+
+    def gather(self, gg: Any) -> Any:
+        return self.output_of(_dual.sum_dims(self.windows_of(gg), 2) / self.divisor)
+
+
+class AdaptiveAvgPool2DBackwardBackward0(_PoolBackwardBackward):
+    __slots__ = ()
+
+
+class AdaptiveAvgPool2DBackward0(AvgPool2DBackward0):
+    """AvgPool2DBackward0 of adaptive_avg_pool2d (PyTorch's name for it)."""
+
+    __slots__ = ()
+    backward_cls = AdaptiveAvgPool2DBackwardBackward0
+
+
+def _avg_divisor(geo: _Geometry, count_include_pad: bool) -> Any:
+    """Each window's divisor, (Ho*Wo,) on the host: its size within the padded input, or
+    with ``count_include_pad=False`` its number of input elements (PyTorch's rule)."""
+    sizes = []
+    for i in range(2):
+        size, pad = geo.input_shape[2 + i], geo.pads[i][0]
+        start = numpy.arange(geo.out[i]) * geo.stride[i] - pad
+        end = numpy.minimum(start + geo.kernel[i], size + pad)
+        if not count_include_pad:
+            start, end = numpy.maximum(start, 0), numpy.minimum(end, size)
+        sizes.append(end - start)
+    return (sizes[0][:, None] * sizes[1][None, :]).reshape(-1)
+
+
+def _avg_pool(node_cls: type[Node], input: Tensor, geo: _Geometry,  # noqa: A002
+              divisor: Any) -> Tensor:
+    """The mean over each window (sum / ``divisor``), recorded by ``node_cls``."""
+    x = input.data
+    xp = input.device.xp
+    total = _dual.sum_dims(_windows(x, geo, 0), 2)
+    divisor = _host_to(divisor.astype(x.dtype) if x.dtype.kind == "f" else divisor, x)
+    if x.dtype.kind == "f":
+        data = total / divisor
+    else:  # PyTorch's integer division, toward zero
+        data = xp.trunc(total / divisor).astype(x.dtype)
+    data = data.reshape(tuple(input.shape[:-2]) + geo.out)
+    edges = edges_of(input)
+    if edges is None:
+        return plain(data, input.device)
+    node = node_cls(edges)
+    node.self_ = save(input)
+    node.geometry, node.divisor, node.input_shape = geo, divisor, tuple(input.shape)
+    return record(node, data, input.device)
+
+
+def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None,  # noqa: A002
+               padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """The mean of each window of ``input`` (N, C, H, W) or (C, H, W), zero-padded; see
+    :func:`_avg_divisor` for what it divides by (``divisor_override`` if given)."""
+    geo = _pool_geometry("avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
+    if input.dtype.kind not in "fiu":
+        raise NotImplementedError(
+            f"\"avg_pool2d\" not implemented for '{scalar_type_name(input.dtype)}'")
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise RuntimeError("divisor must be not zero")
+        divisor = numpy.full(geo.out[0] * geo.out[1], divisor_override)
+    else:
+        divisor = _avg_divisor(geo, count_include_pad)
+    return _avg_pool(AvgPool2DBackward0, input, geo, divisor)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A002
+    """The mean over each of ``output_size`` equal windows of ``input`` (N, C, H, W) or
+    (C, H, W); a None size keeps the input's. Only sizes that divide the input's are
+    implemented (NotImplementedError otherwise); (1, 1) is ``mean``, as PyTorch's."""
+    tensor_arg(input, "adaptive_avg_pool2d", "input", 0)
+    if input.ndim < 3:
+        raise ValueError("Input dimension should be at least 3")
+    sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 2
+    if len(sizes) != 2:
+        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
+    if input.ndim > 4:
+        raise RuntimeError(
+            "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
+            f"{list(input.shape)}")
+    in_size = tuple(input.shape[-2:])
+    out = tuple(s if o is None else int(o) for o, s in zip(sizes, in_size))
+    if input.dtype.kind != "f":
+        raise NotImplementedError(
+            f"\"adaptive_avg_pool2d\" not implemented for '{scalar_type_name(input.dtype)}'")
+    if out == (1, 1):
+        return input.mean((-1, -2), keepdim=True)
+    if any(o <= 0 or s % o for o, s in zip(out, in_size)):
+        raise NotImplementedError(
+            f"adaptive_avg_pool2d: output size {list(out)} must divide the input size "
+            f"{list(in_size)} (other sizes are not implemented)")
+    kernel = tuple(s // o for o, s in zip(out, in_size))
+    geo = _pool_geometry("adaptive_avg_pool2d", input, kernel, kernel, 0, 1, False)
+    divisor = numpy.full(out[0] * out[1], kernel[0] * kernel[1])
+    return _avg_pool(AdaptiveAvgPool2DBackward0, input, geo, divisor)
