@@ -1,11 +1,9 @@
 """Neural-network building blocks: modules, parameters, layers and losses.
 
-Small on purpose: enough for real training loops with ``await loss.backward()``.
-``aiograd.nn.functional`` holds the functional forms (``linear``, ``relu``,
-``sigmoid``, ``tanh``, ``softmax``, ``log_softmax``, ``mse_loss``,
-``cross_entropy``, ``nll_loss``, ``dropout``, ``embedding``, ``layer_norm``,
-``leaky_relu``, ``gelu``, ``l1_loss``); ``aiograd.nn.utils`` gradient clipping
-(``clip_grad_norm_``, ``clip_grad_value_``). See docs/nn.md.
+Enough for real training loops with ``await loss.backward()``: linear, convolution,
+pooling, normalization and embedding layers, activations, losses and containers.
+``aiograd.nn.functional`` holds the functional forms; ``aiograd.nn.utils`` gradient
+clipping (``clip_grad_norm_``, ``clip_grad_value_``). See docs/nn.md.
 """
 
 from __future__ import annotations
@@ -34,9 +32,37 @@ from ._layers import (
 )
 from ._losses import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from ._module import Module, Parameter
+from ._more import (
+    ELU,
+    BCELoss,
+    BCEWithLogitsLoss,
+    Hardtanh,
+    HuberLoss,
+    KLDivLoss,
+    LogSigmoid,
+    Mish,
+    ReLU6,
+    SiLU,
+    SmoothL1Loss,
+    Softplus,
+    Softsign,
+)
 from ._norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
 
 __all__ = [
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "ELU",
+    "Hardtanh",
+    "HuberLoss",
+    "KLDivLoss",
+    "LogSigmoid",
+    "Mish",
+    "ReLU6",
+    "SiLU",
+    "SmoothL1Loss",
+    "Softplus",
+    "Softsign",
     "AdaptiveAvgPool2d",
     "AvgPool2d",
     "Conv1d",

@@ -13,14 +13,36 @@ from .._ops import nn_ops, unary
 from .._ops.batch_norm import batch_norm, group_norm, instance_norm
 from .._ops.conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d
 from .._ops.nn_extra import dropout, embedding, gelu, l1_loss, layer_norm, leaky_relu
+from .._ops.nn_more import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cosine_similarity,
+    elu,
+    hardtanh,
+    huber_loss,
+    kl_div,
+    logsigmoid,
+    mish,
+    normalize,
+    one_hot,
+    pad,
+    relu6,
+    silu,
+    smooth_l1_loss,
+    softplus,
+    softsign,
+)
 from .._ops.nn_ops import cross_entropy, linear, mse_loss, nll_loss
 from .._ops.unary import relu_, sigmoid, tanh
 from .._tensor import Tensor
 
-__all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv1d", "conv2d",
-           "cross_entropy", "dropout", "embedding", "gelu", "group_norm", "instance_norm",
-           "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d",
-           "mse_loss", "nll_loss", "relu", "relu_", "sigmoid", "softmax", "tanh"]
+__all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "conv1d", "conv2d", "cosine_similarity",
+           "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm", "hardtanh",
+           "huber_loss", "instance_norm", "kl_div", "l1_loss", "layer_norm", "leaky_relu",
+           "linear", "log_softmax", "logsigmoid", "max_pool2d", "mish", "mse_loss", "nll_loss",
+           "normalize", "one_hot", "pad", "relu", "relu6", "relu_", "sigmoid", "silu",
+           "smooth_l1_loss", "softmax", "softplus", "softsign", "tanh"]
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
