@@ -5,6 +5,7 @@ Each check skips (``pytest.importorskip``) when PyTorch is not installed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -85,3 +86,11 @@ def check_on_fake_device(fake_backend: Any, op: Callable[[Any], Any], rtol: floa
     cpu_x = leaf(values)
     (expected,) = ag.grad_sync(op(cpu_x).sum(), cpu_x)
     np.testing.assert_allclose(fake_backend.to_host(g.data), expected.numpy(), rtol=rtol)
+
+
+def raises_like(fn: Callable[[], Any], torch_fn: Callable[[], Any]) -> None:
+    """``fn`` raises the same exception type and message as ``torch_fn``."""
+    with pytest.raises(Exception) as expected:
+        torch_fn()
+    with pytest.raises(type(expected.value), match=re.escape(str(expected.value))):
+        fn()
