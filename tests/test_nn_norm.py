@@ -467,3 +467,16 @@ def test_running_stats_update_on_their_device(fake_backend):
     assert mean.device is ag.device("fake:1")
     np.testing.assert_allclose(fake_backend.to_host(mean.data), t_mean.numpy(), rtol=1e-12)
     np.testing.assert_allclose(fake_backend.to_host(var.data), t_var.numpy(), rtol=1e-12)
+
+
+def test_a_state_dict_without_num_batches_tracked_or_with_it_as_one_element_loads_as_torch():
+    seen = []
+    for lib in (ag, torch):
+        m = lib.nn.BatchNorm2d(3)
+        older = {k: v for k, v in m.state_dict().items() if k != "num_batches_tracked"}
+        results = [repr(m.load_state_dict(older)), repr(m.load_state_dict(older, strict=False))]
+        legacy = dict(m.state_dict())
+        legacy["num_batches_tracked"] = lib.tensor(np.array([7]))
+        m.load_state_dict(legacy)
+        seen.append((results, int(m.num_batches_tracked)))
+    assert seen[0] == seen[1] == (["<All keys matched successfully>"] * 2, 7)

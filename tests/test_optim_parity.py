@@ -368,3 +368,27 @@ def test_steps_after_the_first_allocate_no_arrays(name: str) -> None:
     finally:
         tracemalloc.stop()
     assert peak < p.data.nbytes // 4
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("SGD", {"lr": 0.1, "momentum": 0.9}),
+    ("Adam", {"lr": 0.1}),
+    ("Adam", {"lr": 0.1, "amsgrad": True}),
+])
+def test_a_pytorch_optimizer_checkpoint_resumes_the_same_trajectory(name, kwargs):
+    """torch.Tensor state becomes aiograd Tensors: steps after the load equal PyTorch's."""
+    torch = pytest.importorskip("torch")
+    tp = torch.nn.Parameter(torch.ones(2))
+    t_opt = getattr(torch.optim, name)([tp], **kwargs)
+    tp.grad = torch.ones(2)
+    t_opt.step()
+    ap = ag.tensor(tp.detach().numpy().copy(), requires_grad=True)
+    a_opt = getattr(ag.optim, name)([ap], **kwargs)
+    a_opt.load_state_dict(t_opt.state_dict())
+    assert all(isinstance(v, ag.Tensor) for v in a_opt.state[ap].values())
+    for _ in range(3):
+        tp.grad = torch.full((2,), 0.3)
+        t_opt.step()
+        ap.grad = ag.tensor(np.full(2, 0.3, np.float32))
+        a_opt.step()
+    np.testing.assert_allclose(ap.detach().numpy(), tp.detach().numpy(), rtol=1e-6)

@@ -663,9 +663,12 @@ class Module:
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        state_dict = dict(state_dict)  # the defaults below go into a copy
         targets: dict[str, Tensor] = {}
         for mod_prefix, mod in self.named_modules(remove_duplicate=False):
             dot = mod_prefix + ("." if mod_prefix else "")
+            for name, value in mod._state_dict_defaults().items():
+                state_dict.setdefault(dot + name, value)
             for name, p in mod._parameters.items():
                 if p is not None:
                     targets[dot + name] = p
@@ -684,6 +687,8 @@ class Module:
                 src = value.device.backend.to_host(value.data)
             else:
                 src = numpy.asarray(value)
+            if t.ndim == 0 and src.shape == (1,):  # PyTorch's rule for old 0-d entries
+                src = src[0]
             if src.shape != t.shape:
                 errors.append(
                     f"size mismatch for {key}: copying a param with shape {src.shape} from "
@@ -706,6 +711,11 @@ class Module:
         for t, src in sources:
             _copy_into(t, src)
         return _IncompatibleKeys(missing, unexpected)
+
+    def _state_dict_defaults(self) -> dict[str, Any]:
+        """Entries (by local name) that ``load_state_dict`` takes when a loaded dict lacks
+        them, as PyTorch's per-module load hooks do; none unless a subclass says."""
+        return {}
 
     # ---- devices and dtypes ----
 

@@ -67,6 +67,13 @@ class _NormBase(Module):
             if self.bias is not None:
                 init.zeros_(self.bias)
 
+    def _state_dict_defaults(self) -> dict[str, Any]:
+        """A state dict without ``num_batches_tracked`` (older PyTorch) keeps the current
+        count, as PyTorch's ``_BatchNorm`` does."""
+        if self.num_batches_tracked is None:
+            return {}
+        return {"num_batches_tracked": self.num_batches_tracked.detach().clone()}
+
     def _check_input_dim(self, input: Tensor) -> None:  # noqa: A002
         if input.ndim not in self._expected_ranks:
             ranks = " or ".join(f"{r}D" for r in self._expected_ranks)

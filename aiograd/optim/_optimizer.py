@@ -316,6 +316,8 @@ def _to_param_device(p: Tensor, key: Any, value: Any) -> Any:
     its dtype if floating), except ``step``, which keeps its dtype and stays on the CPU."""
     if isinstance(value, Tensor):
         value = value.device.backend.to_host(value.data)
+    elif hasattr(value, "__array__") and not isinstance(value, (numpy.ndarray, numpy.generic)):
+        value = numpy.asarray(value)  # another library's tensor (a PyTorch checkpoint)
     if not isinstance(value, (numpy.ndarray, numpy.generic)):
         return copy.deepcopy(value)
     if key == "step":
