@@ -624,3 +624,17 @@ def test_module_half_and_to_a_tensor_take_dtypes_as_torch() -> None:
             m.to(lib.tensor(np.zeros(1, np.int64)))
         seen.append(dtypes)
     assert seen[0] == seen[1] == ["float16", "float64"]
+
+
+def test_functional_in_place_aliases_and_pool_with_indices_as_torch() -> None:
+    results = []
+    for lib in (ag, torch):
+        f = lib.nn.functional
+        x = lib.tensor(np.array([[-2.0, 0.5], [3.0, -0.1]]), requires_grad=True)
+        a, b = f.elu_(x * 1, 0.5), f.hardtanh_(x * 1, -0.5, 0.5)
+        values, indices = f.max_pool2d_with_indices(
+            lib.tensor(np.arange(16.0).reshape(1, 1, 4, 4)), 2)
+        results.append((a.grad_fn.name(), b.grad_fn.name(), a.detach().numpy().round(6).tolist(),
+                        b.detach().numpy().tolist(), values.numpy().ravel().tolist(),
+                        indices.numpy().ravel().tolist()))
+    assert results[0] == results[1]

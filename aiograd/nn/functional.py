@@ -38,11 +38,29 @@ from .._tensor import Tensor
 
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "cosine_similarity",
-           "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm", "hardtanh",
-           "huber_loss", "instance_norm", "kl_div", "l1_loss", "layer_norm", "leaky_relu",
-           "linear", "log_softmax", "logsigmoid", "max_pool2d", "mish", "mse_loss", "nll_loss",
-           "normalize", "one_hot", "pad", "relu", "relu6", "relu_", "sigmoid", "silu",
-           "smooth_l1_loss", "softmax", "softplus", "softsign", "tanh"]
+           "cross_entropy", "dropout", "elu", "elu_", "embedding", "gelu", "group_norm",
+           "hardtanh", "hardtanh_", "huber_loss", "instance_norm", "kl_div", "l1_loss",
+           "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "max_pool2d",
+           "max_pool2d_with_indices", "mish", "mse_loss", "nll_loss", "normalize", "one_hot",
+           "pad", "relu", "relu6", "relu_", "sigmoid", "silu", "smooth_l1_loss", "softmax",
+           "softplus", "softsign", "tanh"]
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
+    """``elu`` written into ``input``."""
+    return elu(input, alpha, inplace=True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:  # noqa: A002
+    """``hardtanh`` written into ``input``."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None,  # noqa: A002
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> Any:
+    """``max_pool2d`` returning ``(values, indices)`` (``return_indices`` is always True)."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
