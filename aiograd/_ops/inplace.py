@@ -193,6 +193,7 @@ def sub_(t: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
 
 
 def _add_or_sub_(t: Tensor, other: Any, alpha: Any, subtract: bool) -> Tensor:
+    """``t += alpha * other`` (``-=`` if ``subtract``); alpha 1 takes the plain ufunc."""
     operand, other_t, edges = _prepare(t, other)
     xp = t.device.xp
     if type(alpha) is int and alpha == 1:
