@@ -318,9 +318,17 @@ def test_mse_loss_of_an_empty_input_is_nan_with_an_empty_grad_like_torch():
     assert x.grad.shape == tuple(tx.grad.shape) == (0, 3)
 
 
-def test_loss_reduction_is_checked():
-    with pytest.raises(ValueError, match="not a valid value for reduction"):
-        nn.MSELoss(reduction="average")
+def test_loss_reduction_is_checked_when_called_and_not_shown_as_torch():
+    torch = pytest.importorskip("torch")
+    messages, reprs = [], []
+    for lib in (aiograd, torch):
+        loss = lib.nn.MSELoss(reduction="average")  # no error yet, as PyTorch
+        reprs.append((repr(loss), repr(lib.nn.CrossEntropyLoss(reduction="sum"))))
+        with pytest.raises(ValueError) as info:
+            loss(lib.ones(2), lib.ones(2))
+        messages.append(str(info.value).split(";")[0])
+    assert messages[0] == messages[1] == "average is not a valid value for reduction"
+    assert reprs[0] == reprs[1] == ("MSELoss()", "CrossEntropyLoss()")
 
 
 # ---- state_dict, to, zero_grad ----

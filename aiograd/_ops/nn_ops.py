@@ -52,7 +52,7 @@ def _max_dims(x: Any, dim: int | None, keepdim: bool = False) -> Any:
 def _reduction(reduction: Any) -> str:
     if reduction not in _REDUCTIONS:
         raise ValueError(
-            f"{reduction!r} is not a valid value for reduction; use 'mean', 'sum' or 'none'"
+            f"{reduction} is not a valid value for reduction"
         )
     return reduction
 

@@ -11,19 +11,13 @@ from ._module import Module
 __all__ = ["CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss"]
 
 
-_REDUCTIONS = ("none", "mean", "sum")
-
-
 class _Loss(Module):
+    """A loss keeping ``reduction``, checked when called, as PyTorch's; its repr shows
+    no options, as PyTorch's."""
+
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
-        if reduction not in _REDUCTIONS:
-            raise ValueError(f"{reduction!r} is not a valid value for reduction; "
-                             f"use one of {', '.join(_REDUCTIONS)}")
         self.reduction = reduction
-
-    def extra_repr(self) -> str:
-        return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
 
 
 class MSELoss(_Loss):
@@ -38,9 +32,6 @@ class L1Loss(_Loss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
         return F.l1_loss(input, target, reduction=self.reduction)
-
-    def extra_repr(self) -> str:
-        return ""  # PyTorch's repr shows no reduction
 
 
 class _WeightedLoss(_Loss):

@@ -5,19 +5,11 @@ from __future__ import annotations
 
 from .._ops import nn_more as F
 from .._tensor import Tensor
+from ._losses import _Loss
 from ._module import Module
 
 __all__ = ["BCELoss", "BCEWithLogitsLoss", "ELU", "Hardtanh", "HuberLoss", "KLDivLoss",
            "LogSigmoid", "Mish", "ReLU6", "SiLU", "SmoothL1Loss", "Softplus", "Softsign"]
-
-
-class _Loss(Module):
-    """A loss keeping ``reduction``, checked when called (as PyTorch's); its repr shows
-    no options, as PyTorch's."""
-
-    def __init__(self, reduction: str = "mean") -> None:
-        super().__init__()
-        self.reduction = reduction
 
 
 class BCELoss(_Loss):
