@@ -34,7 +34,7 @@ from typing import Any
 import numpy
 
 from .._tensor import Tensor, checked_fill, cpp_type_name, tensor
-from ..devices import CPU
+from ..devices import CPU, Device
 from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, scalar_or_tensor, tensor_arg
@@ -376,6 +376,20 @@ def _check_bounds(index: Any, size: int, dim: int, message: str | None) -> None:
         raise RuntimeError(f"index {value} is out of bounds for dimension {dim} with size {size}")
 
 
+def along_dim_key(idx: Any, d: int, device: Device) -> tuple[Any, ...]:
+    """The advanced key that picks, in every slice along ``d``, the positions ``idx`` (a
+    0-d one as 1-d): ``x[key]`` is ``take_along_axis(x, idx, d)``. ``idx`` (an int64 copy)
+    at ``d``, aranges on ``device`` over its other dims, shaped to broadcast against it."""
+    shape = idx.shape if idx.ndim else (1,)
+    ndim = len(shape)
+    return tuple(
+        idx.reshape(shape).astype(numpy.int64) if i == d
+        else device.backend.from_host(
+            numpy.arange(n).reshape((1,) * i + (n,) + (1,) * (ndim - i - 1)), device.index)
+        for i, n in enumerate(shape)
+    )
+
+
 def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
     """``out[i][j] = t[index[i][j]][j]`` (for dim 0): values along ``dim`` picked by ``index``,
     which has ``t``'s number of dims and is no larger than ``t`` in the other dims."""
@@ -393,13 +407,7 @@ def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
                 f"no larger than self {list(t.shape)} apart from dimension {d}"
             )
     _check_bounds(idx, src_shape[d], d, None)
-    backend, device_index = t.device.backend, t.device.index
-    key = tuple(
-        idx.reshape(out_shape).astype(numpy.int64) if i == d
-        else backend.from_host(numpy.arange(n).reshape((1,) * i + (n,) + (1,) * (ndim - i - 1)),
-                               device_index)
-        for i, n in enumerate(out_shape)
-    )
+    key = along_dim_key(idx, d, t.device)
     data = t.data.reshape(src_shape)[key].reshape(idx.shape)
     edges = edges_of(t)
     if edges is None:

@@ -38,6 +38,7 @@ from .indexing import (
     _check_bounds,
     _index_tensor,
     _zero_where,
+    along_dim_key,
     gather,
     index_scatter_add,
     index_select,
@@ -186,20 +187,6 @@ class ScatterAddBackward0(_ScatterNode):
                 None if edges[1] is None else self.gathered(g))
 
 
-def _scatter_key(t: Tensor, idx: Any, d: int) -> tuple[Any, ...]:
-    """The key of a scatter along ``d`` (Note [Scatter keys]): ``idx`` (int64, a 0-d one
-    as 1-d) at ``d``, aranges over its other dims, shaped to broadcast against it."""
-    shape = _shape_or_one(idx.shape)
-    ndim = len(shape)
-    backend, device_index = t.device.backend, t.device.index
-    return tuple(
-        idx.reshape(shape).astype(numpy.int64) if i == d
-        else backend.from_host(numpy.arange(n).reshape((1,) * i + (n,) + (1,) * (ndim - i - 1)),
-                               device_index)
-        for i, n in enumerate(shape)
-    )
-
-
 def _check_scatter_shapes(t: Tensor, d: int, idx: Any, src: Tensor | None) -> None:
     """PyTorch's ``scatter_shape_check`` for a non-empty index: index has self's number of
     dims and is no larger than self (but at ``d``) and than src (everywhere)."""
@@ -239,7 +226,7 @@ def _scatter_args(fn: str, t: Tensor, dim: int, index: Any, src: Tensor | None
         return d, idx, None
     _check_scatter_shapes(t, d, idx, src)
     _check_bounds(idx, _shape_or_one(t.shape)[d], d, None)
-    return d, idx, _scatter_key(t, idx, d)
+    return d, idx, along_dim_key(idx, d, t.device)
 
 
 def _src_or_value(fn: str, src: Any, value: Any) -> tuple[Tensor | None, Any]:

@@ -23,12 +23,14 @@ from typing import Any
 import numpy
 
 from .._tensor import Tensor, int64, scalar_type_name
+from ..devices import device_of_array
 from ..graph._node import Node
 from . import _dual
 from ._record import edges_of, plain, record, save
-from .indexing import index_scatter_add
+from .indexing import along_dim_key, index_scatter_add
 from .joining import cat
 from .reductions import (
+    _ABSENT,
     MaxBackward0,
     MaxBackward1,
     ValuesIndices,
@@ -43,8 +45,6 @@ from .reductions import (
 __all__ = ["sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "cumprod", "cummax",
            "cummin", "logcumsumexp"]
 
-_ABSENT: Any = object()  # an argument not passed: PyTorch picks another overload
-
 
 # ---- helpers ----
 
@@ -58,17 +58,6 @@ def _cat(parts: list[Any], dim: int) -> Any:
     if type(parts[0]) is Tensor:
         return cat(parts, dim)
     return _dual.xp_of(parts[0]).concatenate(parts, axis=dim)
-
-
-def _positions_key(idx: Any, dim: int) -> tuple[Any, ...]:
-    """The advanced key that picks, in every slice along ``dim``, the positions ``idx``:
-    ``x[key]`` is ``take_along_axis(x, idx, dim)``."""
-    xp = _dual.xp_of(idx)
-    ndim = idx.ndim
-    return tuple(
-        idx if i == dim else xp.arange(n).reshape((1,) * i + (n,) + (1,) * (ndim - i - 1))
-        for i, n in enumerate(idx.shape)
-    )
 
 
 def _sort_order(x: Any, dim: int, descending: bool = False) -> Any:
@@ -147,7 +136,8 @@ class SortBackward0(MaxBackward0):
         g = grads[0]
         if not self.self_shape:  # a 0-d input is its own result
             return (g,)
-        key = _positions_key(self.indices.unpack(self, False), self.dim)
+        idx = self.indices.unpack(self, False)
+        key = along_dim_key(idx, self.dim, device_of_array(idx))
         label = "ScatterBackward0" if self.unique else "ScatterAddBackward0"
         return (index_scatter_add(g, self.self_shape, key, self.unique, label),)
 
