@@ -638,3 +638,18 @@ def test_functional_in_place_aliases_and_pool_with_indices_as_torch() -> None:
                         b.detach().numpy().tolist(), values.numpy().ravel().tolist(),
                         indices.numpy().ravel().tolist()))
     assert results[0] == results[1]
+
+
+def test_a_loss_weight_that_requires_grad_is_refused_only_in_grad_mode_as_torch() -> None:
+    values = []
+    for lib in (ag, torch):
+        x = lib.tensor(np.array([0.2, 0.7]))
+        t = lib.tensor(np.array([0.0, 1.0]))
+        w = lib.tensor(np.array([1.0, 2.0]), requires_grad=True)
+        f = lib.nn.functional
+        with pytest.raises(RuntimeError, match="not differentiable with respect to argument"):
+            f.binary_cross_entropy(x, t, w)
+        with lib.no_grad():
+            values.append([float(f.binary_cross_entropy(x, t, w)),
+                           float(f.binary_cross_entropy_with_logits(x, t, w))])
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-12)

@@ -144,3 +144,9 @@ def exp(x: Any) -> Any:
     if type(x) is Tensor:
         return x.exp()
     return xp_of(x).exp(x)
+
+
+def tanh(x: Any) -> Any:
+    if type(x) is Tensor:
+        return x.tanh()
+    return xp_of(x).tanh(x)

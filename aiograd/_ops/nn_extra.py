@@ -405,10 +405,6 @@ def _dual_erf(x: Any) -> Any:
     return erf(x) if type(x) is Tensor else _erf_array(x)
 
 
-def _dual_tanh(x: Any) -> Any:
-    return x.tanh() if type(x) is Tensor else _dual.xp_of(x).tanh(x)
-
-
 _INV_SQRT2 = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -421,7 +417,7 @@ def _gelu_grad(x: Any, approximate: str) -> Any:
         cdf = (_dual_erf(x * _INV_SQRT2) + 1) * 0.5
         return cdf + x * (_dual.exp(x * x * -0.5) * _INV_SQRT_2PI)
     x2 = x * x
-    th = _dual_tanh((x + x2 * x * _GELU_CUBIC) * _SQRT_2_OVER_PI)
+    th = _dual.tanh((x + x2 * x * _GELU_CUBIC) * _SQRT_2_OVER_PI)
     inner = (x2 * (3 * _GELU_CUBIC) + 1) * _SQRT_2_OVER_PI
     return (th + 1) * 0.5 + x * (1 - th * th) * inner * 0.5
 

@@ -28,7 +28,7 @@ from .arithmetic import broadcast_error
 from .inplace import check_inplace, commit_inplace
 from .nn_extra import _check_float as check_float_kernel
 from .nn_extra import l1_loss
-from .nn_ops import _reduce, _reduction, check_target_shape
+from .nn_ops import _reduce, _reduction, check_no_grad_arg, check_target_shape
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_similarity",
            "elu", "hardtanh", "huber_loss", "kl_div", "logsigmoid", "mish", "normalize",
@@ -62,10 +62,6 @@ def _log_sigmoid(x: Any) -> Any:
         return logsigmoid(x)
     xp = _dual.xp_of(x)
     return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
-
-
-def _tanh(x: Any) -> Any:
-    return x.tanh() if type(x) is Tensor else _dual.xp_of(x).tanh(x)
 
 
 def _clamp(x: Any, lo: float | None, hi: float | None) -> Any:
@@ -121,7 +117,7 @@ class MishBackward0(_ActivationBackward):
 
     @staticmethod
     def derivative(x: Any) -> Any:
-        t = _tanh(_softplus(x))
+        t = _dual.tanh(_softplus(x))
         return t + x * _sigmoid(x) * (1 - t * t)
 
 
@@ -254,7 +250,7 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
     """``x * tanh(softplus(x))`` (MishBackward0)."""
     _check_float("mish", input)
     x = input.data
-    return _activation(input, x * _tanh(_softplus(x)), MishBackward0, (), inplace)
+    return _activation(input, x * _dual.tanh(_softplus(x)), MishBackward0, (), inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
@@ -325,9 +321,13 @@ def _mean_scale(n: int, reduction: str) -> float:
 
 class _PointwiseLossBackward(Node):
     """A pointwise loss of (input, target) with an optional weight (which takes no
-    gradient); subclasses give ``input_grad`` and ``target_grad`` per element."""
+    gradient); subclasses give ``input_grad`` and, unless it is its negation (a loss of
+    ``input - target``), ``target_grad`` per element."""
 
     __slots__ = ("self_", "target", "weight", "params", "scale")
+
+    def target_grad(self, x: Any, t: Any, *params: Any) -> Any:
+        return -self.input_grad(x, t, *params)
 
     def formula_params(self, create_graph: bool) -> tuple[Any, ...]:
         return self.params
@@ -406,10 +406,6 @@ class SmoothL1LossBackward0(_PointwiseLossBackward):
     def input_grad(x: Any, t: Any, beta: float) -> Any:
         return _clamp((x - t) / beta, -1.0, 1.0)
 
-    @staticmethod
-    def target_grad(x: Any, t: Any, beta: float) -> Any:
-        return -_clamp((x - t) / beta, -1.0, 1.0)
-
 
 class HuberLossBackward0(_PointwiseLossBackward):
     """d x = clamp(x - t, -delta, delta); d t = -d x."""
@@ -419,18 +415,6 @@ class HuberLossBackward0(_PointwiseLossBackward):
     @staticmethod
     def input_grad(x: Any, t: Any, delta: float) -> Any:
         return _clamp(x - t, -delta, delta)
-
-    @staticmethod
-    def target_grad(x: Any, t: Any, delta: float) -> Any:
-        return -_clamp(x - t, -delta, delta)
-
-
-def _no_grad_weight(fn: str, name: str, w: Tensor | None) -> None:
-    if w is not None and w.requires_grad:
-        raise RuntimeError(
-            f"The function '{fn}' is not differentiable with respect to argument '{name}'. "
-            "This input cannot have requires_grad True."
-        )
 
 
 def _record_loss(node_cls: type[_PointwiseLossBackward], input: Tensor,  # noqa: A002
@@ -479,7 +463,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
         losses = ((t - 1) * xp.maximum(xp.log1p(-x), -100)
                   - t * xp.maximum(xp.log(x), -100))
     if weight is not None:
-        _no_grad_weight("binary_cross_entropy", "weight", weight)
+        check_no_grad_arg("binary_cross_entropy", "weight", weight)
         check_same_device(input, weight)
         weight = weight.expand(*numpy.broadcast_shapes(weight.shape, target.shape))
         losses = losses * weight.data
@@ -510,7 +494,7 @@ def binary_cross_entropy_with_logits(
         raise RuntimeError(f"result type {scalar_type_name(x.dtype)} can't be cast to the "
                            f"desired output type {scalar_type_name(t.dtype)}")
     for name, w in (("weight", weight), ("pos_weight", pos_weight)):
-        _no_grad_weight("binary_cross_entropy_with_logits", name, w)
+        check_no_grad_arg("binary_cross_entropy_with_logits", name, w)
         if w is not None:
             check_same_device(input, w)
     log_sig = _log_sigmoid(x)

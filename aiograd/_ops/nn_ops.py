@@ -594,6 +594,16 @@ class NllLoss2DBackward0(NllLossBackward0):
     __slots__ = ()
 
 
+def check_no_grad_arg(fn: str, name: str, value: Any) -> None:
+    """PyTorch's error for a tensor argument that takes no gradient (a loss's ``weight``)
+    but requires grad while grad mode is on."""
+    if isinstance(value, Tensor) and value.requires_grad and _grad_enabled.get():
+        raise RuntimeError(
+            f"The function '{fn}' is not differentiable with respect to argument '{name}'. "
+            "This input cannot have requires_grad True."
+        )
+
+
 def _check_input(name: str, input: Any) -> None:  # noqa: A002
     tensor_arg(input, name, "input")
     if input.ndim == 0:
@@ -681,12 +691,7 @@ def _nll_checks(name: str, input: Tensor, target: Any, weight: Any,  # noqa: A00
     n_classes = shape[0 if input.ndim == 1 else 1]
     w = None
     if weight is not None:
-        if (isinstance(weight, Tensor) and weight.requires_grad
-                and _grad_enabled.get()):
-            raise RuntimeError(
-                "The function 'nll_loss_forward' is not differentiable with respect to "
-                "argument 'weight'. This input cannot have requires_grad True."
-            )
+        check_no_grad_arg("nll_loss_forward", "weight", weight)
         w = _as_tensor(name, weight, input, "weight").data
         if w.shape != (n_classes,):
             raise RuntimeError(

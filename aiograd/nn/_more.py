@@ -5,36 +5,31 @@ from __future__ import annotations
 
 from .._ops import nn_more as F
 from .._tensor import Tensor
-from ._losses import _Loss
+from ._losses import _Loss, _WeightedLoss
 from ._module import Module
 
 __all__ = ["BCELoss", "BCEWithLogitsLoss", "ELU", "Hardtanh", "HuberLoss", "KLDivLoss",
            "LogSigmoid", "Mish", "ReLU6", "SiLU", "SmoothL1Loss", "Softplus", "Softsign"]
 
 
-class BCELoss(_Loss):
+class BCELoss(_WeightedLoss):
     """``F.binary_cross_entropy`` of probabilities ``input`` and ``target``."""
 
-    weight: Tensor | None
-
     def __init__(self, weight: Tensor | None = None, *, reduction: str = "mean") -> None:
-        super().__init__(reduction)
-        self.register_buffer("weight", weight)
+        super().__init__(weight, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
         return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
 
-class BCEWithLogitsLoss(_Loss):
+class BCEWithLogitsLoss(_WeightedLoss):
     """``F.binary_cross_entropy_with_logits`` of logits ``input`` and ``target``."""
 
-    weight: Tensor | None
     pos_weight: Tensor | None
 
     def __init__(self, weight: Tensor | None = None, *, reduction: str = "mean",
                  pos_weight: Tensor | None = None) -> None:
-        super().__init__(reduction)
-        self.register_buffer("weight", weight)
+        super().__init__(weight, reduction)
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002

@@ -1,7 +1,7 @@
 """Gradient clipping and parameter/vector conversion (``torch.nn.utils``'s training helpers).
 
-All of them work under ``no_grad`` and write gradients in place (bumping their
-version counters), as PyTorch's do. ``foreach`` is accepted for PyTorch's
+The clipping functions work under ``no_grad`` and write gradients in place (bumping
+their version counters), as PyTorch's do. ``foreach`` is accepted for PyTorch's
 signatures: aiograd has one implementation, so it changes nothing.
 """
 
@@ -71,14 +71,11 @@ def clip_grad_norm_(parameters: TensorOrTensors, max_norm: float,
     """Scale the gradients of ``parameters`` in place so that their total norm is at most
     ``max_norm`` (``get_total_norm``, then ``clip_grads_with_norm_``); return the total
     norm they had."""
-    if isinstance(parameters, Tensor):
-        parameters = [parameters]
-    else:
-        is_generator = isinstance(parameters, types.GeneratorType)
-        parameters = list(parameters)
-        if is_generator and not parameters:
-            warnings.warn("`parameters` is an empty generator, no gradient clipping will occur.",
-                          stacklevel=2)
+    is_generator = isinstance(parameters, types.GeneratorType)
+    parameters = _as_list(parameters)
+    if is_generator and not parameters:
+        warnings.warn("`parameters` is an empty generator, no gradient clipping will occur.",
+                      stacklevel=2)
     grads = [p.grad for p in parameters if p.grad is not None]
     total_norm = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)
