@@ -10,8 +10,9 @@ The ops returning ``(values, indices)`` send the gradient of each value to the p
 its index names; ``cummax``/``cummin`` add up the gradients of repeated indices. These
 formulas are linear in the gradient and do not read the input, so the second derivative
 with respect to the input is zero, as in PyTorch. Scans (``cummax``, ``cummin``, the
-zeros case of ``cumprod``'s gradient, and ``logcumsumexp`` off NumPy) combine shifted
-slices in ``log2(n)`` vectorized steps (Hillis-Steele), with elementwise ops only.
+zeros case of ``cumprod``'s gradient under ``create_graph``, and ``logcumsumexp`` off
+NumPy) combine shifted slices in ``log2(n)`` vectorized steps (Hillis-Steele), with
+elementwise ops only.
 See Note [Dual backward formulas] and Note [Silent singular points].
 """
 

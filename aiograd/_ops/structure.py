@@ -37,6 +37,7 @@ from .nn_ops import _check_linear_dtypes
 from .reductions import as_array
 from .shape import (
     UnsafeViewBackward0,
+    _infer_shape,
     _reshaped,
     expand,
     flatten,
@@ -571,30 +572,16 @@ def swapdims(input: Tensor, dim0: int, dim1: int) -> Tensor:  # noqa: A002
 
 def _unflattened_sizes(sizes: tuple[int, ...], size: int, d: int) -> tuple[int, ...]:
     """``sizes`` with its -1 (if any) filled in so they multiply up to ``size``: PyTorch's
-    ``infer_size`` over the one dim, with unflatten's errors."""
-    unexpected = "unflatten got an unexpected error:\n"
-    inferred = None
-    for i, s in enumerate(sizes):
-        if s == -1:
-            if inferred is not None:
-                raise RuntimeError(unexpected + "only one dimension can be inferred")
-            inferred = i
-        elif s < 0:
-            raise RuntimeError(f"{unexpected}invalid shape dimension {s} at index {i} of shape "
-                               f"{list(sizes)}")
-    known = math.prod(s for s in sizes if s != -1)
-    if known != size and (inferred is None or not known or size % known):
-        raise RuntimeError(
-            f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim "
-            f"{d} ({size}) in the input tensor"
-        )
-    if inferred is None:
-        return sizes
-    if not known:  # an empty dim: any size fits the -1
-        raise RuntimeError(f"{unexpected}cannot reshape tensor of 0 elements into shape "
-                           f"{list(sizes)} because the unspecified dimension size -1 can be any "
-                           "value and is ambiguous")
-    return sizes[:inferred] + (size // known,) + sizes[inferred + 1:]
+    ``infer_size`` over the one dim (``shape._infer_shape``), with unflatten's errors."""
+    try:
+        return _infer_shape(sizes, size)
+    except RuntimeError as exc:
+        if "is invalid for input of size" in str(exc):
+            raise RuntimeError(
+                f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim "
+                f"{d} ({size}) in the input tensor"
+            ) from None
+        raise RuntimeError(f"unflatten got an unexpected error:\n{exc}") from None
 
 
 def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:  # noqa: A002
