@@ -1026,3 +1026,18 @@ def test_index_add_alpha_is_converted_to_the_dtype_as_torch(dtype, alpha):
     if dtype is np.int8:
         assert_same_outcome(lambda t: fn(t).index_add(0, t.new_zeros(1).long(), t[:1],
                                                          alpha=300), np.array([1, 0], dtype))
+
+
+@pytest.mark.parametrize("name", ["atan2", "hypot", "fmax", "fmin", "fmod", "remainder"])
+def test_binary_ops_pack_saved_tensors_in_torchs_order(name):
+    packed = []
+    for lib in (ag, torch):
+        a = lib.tensor(np.array([1.0, 2.0]), requires_grad=True)
+        b = lib.tensor(np.array([3.0, 0.5]), requires_grad=True)
+        seen = []
+        hooks = ag.saved_tensors_hooks if lib is ag else torch.autograd.graph.saved_tensors_hooks
+        with hooks(lambda t, seen=seen: seen.append(float(t.detach().numpy()[0])) or t,
+                   lambda t: t):
+            getattr(lib, name)(a, b)
+        packed.append(seen)
+    assert packed[0] == packed[1]

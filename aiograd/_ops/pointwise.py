@@ -563,7 +563,7 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
     if edges is None:
         return plain(data, dev)
     node = Atan2Backward0(edges)
-    node.self_, node.other = save(a), save(other)
+    node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
     return record(node, data, dev)
 
 
@@ -580,7 +580,7 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
     if edges is None:
         return plain(data, dev)
     node = HypotBackward0(edges)
-    node.self_, node.other = save(a), save(other)
+    node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
     out = record(node, data, dev)
     node.result = save(out, is_output=True)
     return out
@@ -702,7 +702,7 @@ def _modulo(name: str, kernel: Callable[[Any, Any], Any], a: Any, other: Any) ->
         return record((FmodBackward0 if name == "fmod" else RemainderBackward0)(edges), data,
                       dev)
     node = (FmodBackward1 if name == "fmod" else RemainderBackward1)(edges)
-    node.self_, node.other = save(a), save(other)
+    node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
     return record(node, data, dev)
 
 
@@ -792,7 +792,7 @@ def _fextremum(name: str, node_cls: type[FmaxBackward0]) -> Callable[[Tensor, Te
         if edges is None:
             return plain(data, dev)
         node = node_cls(edges)
-        node.self_, node.other = save(a), save(other)
+        node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
         return record(node, data, dev)
 
     fextremum.__name__ = name
@@ -843,7 +843,7 @@ class LerpBackward1(Node):
 
 def _lerp_data(x: Any, y: Any, w: Any) -> Any:
     """PyTorch's kernel: from the nearer end, so ``w == 1`` gives ``y`` exactly."""
-    if not hasattr(w, "shape") or w.ndim == 0:
+    if w.ndim == 0:
         return x + w * (y - x) if -0.5 < w < 0.5 else y - (y - x) * (1 - w)
     xp = _dual.xp_of(x)
     return xp.where(xp.abs(w) < 0.5, x + w * (y - x), y - (y - x) * (1 - w))

@@ -613,7 +613,7 @@ class MaskedSelectBackward0(Node):
     __slots__ = ("mask",)
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_scattered_into_zeros(self.mask.shape, self.mask, grads[0]),)
+        return (_scattered_into_zeros(self.mask, grads[0]),)
 
 
 def masked_select(t: Tensor, mask: Tensor) -> Tensor:
@@ -632,24 +632,21 @@ def masked_select(t: Tensor, mask: Tensor) -> Tensor:
     return record(node, data, t.device)
 
 
-def _scattered_into_zeros(shape: tuple[int, ...], mask: Any, values: Any) -> Any:
-    """Zeros of ``shape`` with the first ``mask.sum()`` of ``values`` where ``mask`` (of
-    ``shape``): ``zeros.masked_scatter(mask, values)``."""
-    zeros = _dual.zeros_of(values, shape)
+def _scattered_into_zeros(mask: Any, values: Any) -> Any:
+    """Zeros of ``mask``'s shape with the first ``mask.sum()`` of ``values`` where ``mask``:
+    ``zeros.masked_scatter(mask, values)``."""
+    zeros = _dual.zeros_of(values, mask.shape)
     if type(values) is Tensor:
         return masked_scatter(zeros, Tensor._wrap(mask, values.device), values)
     zeros[mask] = values.reshape(-1)[:int(mask.sum())]
     return zeros
 
 
-class MaskedScatterBackwardBackward0(Node):
+class MaskedScatterBackwardBackward0(MaskedSelectBackward0):
     """:func:`_masked_scatter_backward` of g: g gets the gradient's first ``mask.sum()``
-    elements where ``mask``, zeros elsewhere."""
+    elements where ``mask``, zeros elsewhere (``masked_select``'s formula)."""
 
-    __slots__ = ("mask",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_scattered_into_zeros(self.mask.shape, self.mask, grads[0]),)
+    __slots__ = ()
 
 
 def _masked_scatter_backward(g: Any, mask: Any, source_shape: tuple[int, ...]) -> Any:
