@@ -533,3 +533,18 @@ def test_inplace_alpha_values_and_errors_as_torch(op, a, b, alpha):
         except RuntimeError as exc:
             seen.append(str(exc))
     assert seen[0] == seen[1]
+
+
+def test_clamp_and_pow_in_place_follow_torchs_cast_and_shape_rules():
+    """Both go through the one in-place writer: PyTorch's canCast (uint8 takes an int64
+    bound) and its broadcast error."""
+    torch = pytest.importorskip("torch")
+    seen = []
+    for lib in (ag, torch):
+        x = lib.tensor(np.array([1, 2, 3], np.uint8))
+        x.clamp_(lib.tensor(np.array([2, 2, 2])), None)
+        y = lib.tensor(np.array([1.0, 2.0, 3.0]))
+        with pytest.raises(RuntimeError) as info:
+            y.pow_(lib.tensor(np.array([1.0, 2.0])))
+        seen.append((x.numpy().tolist(), str(x.dtype).replace("torch.", ""), str(info.value)))
+    assert seen[0] == seen[1]

@@ -21,12 +21,13 @@ write is saved as a copy carrying ``t``'s old history.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy
 
 from .._tensor import Tensor, checked_fill, scalar_type_name
-from ..grad_mode import _grad_enabled, no_grad
+from ..grad_mode import _grad_enabled
 from ..graph._node import Node
 from . import _dual
 from ._promote import result_type
@@ -43,8 +44,6 @@ from .arithmetic import (
     AddBackward0,
     DivBackward0,
     MulBackward0,
-    PowBackward0,
-    PowBackward1,
     SubBackward0,
     _AddAlphaBackward0,
     _SubAlphaBackward0,
@@ -62,7 +61,7 @@ from .views import (
     set_history,
 )
 
-__all__ = ["check_inplace", "commit_inplace", "saved_result"]
+__all__ = ["check_inplace", "commit_inplace", "saved_result", "write_inplace"]
 
 _Edges = tuple[Any, ...] | None
 
@@ -239,25 +238,10 @@ def div_(t: Tensor, other: Any) -> Tensor:
 
 
 def pow_(t: Tensor, exponent: Any) -> Tensor:
-    """``t **= exponent`` in place, with ``pow``'s values; its node needs t's old value."""
-    operand, other_t, edges = _prepare(t, exponent)
-    node = None
-    if edges is not None:
-        old = _old_value(t)
-        if other_t is None:
-            node = PowBackward0(edges[:1])  # a number exponent has no edge, as in ``pow``
-            node.exponent = operand
-        else:
-            node = PowBackward1(edges)
-            node.exponent = save(other_t)
-        node.self_ = save(old)
-    with no_grad():
-        value = _pow(Tensor._wrap(t.data, t.device), exponent if other_t is None else other_t)
-    t.device.xp.copyto(t.data, value.data, casting="unsafe")
-    commit_inplace(t, node)
-    if type(node) is PowBackward1:
-        node.result = saved_result(t, None if t._base is None else _pow(old, other_t))
-    return t
+    """``t **= exponent`` in place, with ``pow``'s values and node (which saves t's old
+    value, and for a tensor exponent the result)."""
+    return write_inplace(t, lambda s: _pow(s, exponent), (exponent,), copy_self=True,
+                         result_slot="result" if isinstance(exponent, Tensor) else None)
 
 
 def saved_result(t: Tensor, twin: Tensor | None) -> Any:
@@ -271,6 +255,54 @@ def saved_result(t: Tensor, twin: Tensor | None) -> Any:
         return save(t, is_output=True)
     twin._vc = t._vc
     return save(twin)
+
+
+# ---- an op written into its input (Note [In-place pointwise ops] in pointwise.py) ----
+
+def _alias(t: Tensor) -> Tensor:
+    """A tensor over ``t``'s array with ``t``'s current history (no copy): the stand-in for
+    ``t``'s old value in a node that does not save it."""
+    alias = Tensor._wrap(t.data, t.device)
+    alias.grad_fn, alias.output_nr, alias._rg = t.grad_fn, t.output_nr, t._rg
+    return alias
+
+
+def _check_writable(t: Tensor, out: Tensor) -> None:
+    """Raise, as PyTorch, unless ``out`` may be written into ``t``."""
+    if not _can_cast(out.dtype, t.dtype):
+        raise RuntimeError(
+            f"result type {scalar_type_name(out.dtype)} can't be cast to the desired output "
+            f"type {scalar_type_name(t.dtype)}"
+        )
+    if out.shape != t.shape:
+        raise RuntimeError(
+            f"output with shape {list(t.shape)} doesn't match the broadcast shape "
+            f"{list(out.shape)}"
+        )
+
+
+def write_inplace(t: Tensor, op: Callable[[Tensor], Tensor], others: tuple[Any, ...],
+             copy_self: bool, result_slot: str | None = None) -> Tensor:
+    """Write ``op(t)`` into ``t``. ``others``: the other operands (the Tensors among them
+    are edges); ``copy_self``: ``op``'s node saves its input; ``result_slot``: the node's
+    slot that saves its result. See Note [In-place pointwise ops] in pointwise.py."""
+    edges = edges_of(t, *(x for x in others if isinstance(x, Tensor)))
+    check_inplace(t, edges)
+    node = twin = None
+    if edges is None:
+        out = op(t)
+    else:
+        old = _old_value(t) if copy_self else _alias(t)
+        out = op(old)
+        node = out.grad_fn
+        if result_slot is not None and t._base is not None:
+            twin = op(old)
+    _check_writable(t, out)
+    t.device.xp.copyto(t.data, out.data, casting="unsafe")
+    commit_inplace(t, node)
+    if result_slot is not None and node is not None:
+        setattr(node, result_slot, saved_result(t, twin))
+    return t
 
 
 def _bitwise_(name: str) -> Any:

@@ -64,17 +64,17 @@ from .inplace import (
     CloneBackward0,
     ZeroBackward0,
     _can_cast,
-    _old_value,
     check_inplace,
     commit_inplace,
     pow_,
-    saved_result,
+    write_inplace,
 )
 from .unary import _floating, _proxy, _record_unary, _SavesOne
 
 __all__ = [
     "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_", "sign_",
-    "log1p_", "expm1_", "clamp_min_", "clamp_max_", "cumsum_", "logical_not_", "bitwise_not_",
+    "log1p_", "expm1_", "clamp_", "clamp_min_", "clamp_max_", "cumsum_", "logical_not_",
+    "bitwise_not_",
     "reciprocal", "reciprocal_", "rsqrt", "rsqrt_", "square", "square_",
     "floor", "floor_", "ceil", "ceil_", "round", "round_", "trunc", "trunc_", "frac", "frac_",
     "log2", "log2_", "log10", "log10_", "exp2", "exp2_", "isnan", "isinf", "isfinite",
@@ -89,60 +89,12 @@ _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 
-# ---- the in-place machinery (Note [In-place pointwise ops]) ----
-
-def _alias(t: Tensor) -> Tensor:
-    """A tensor over ``t``'s array with ``t``'s current history (no copy): the stand-in for
-    ``t``'s old value in a node that does not save it."""
-    alias = Tensor._wrap(t.data, t.device)
-    alias.grad_fn, alias.output_nr, alias._rg = t.grad_fn, t.output_nr, t._rg
-    return alias
-
-
-def _check_writable(t: Tensor, out: Tensor) -> None:
-    """Raise, as PyTorch, unless ``out`` may be written into ``t``."""
-    if not _can_cast(out.dtype, t.dtype):
-        raise RuntimeError(
-            f"result type {scalar_type_name(out.dtype)} can't be cast to the desired output "
-            f"type {scalar_type_name(t.dtype)}"
-        )
-    if out.shape != t.shape:
-        raise RuntimeError(
-            f"output with shape {list(t.shape)} doesn't match the broadcast shape "
-            f"{list(out.shape)}"
-        )
-
-
-def _inplace(t: Tensor, op: Callable[[Tensor], Tensor], others: tuple[Any, ...],
-             copy_self: bool, result_slot: str | None = None) -> Tensor:
-    """Write ``op(t)`` into ``t``. ``others``: the other operands (the Tensors among them
-    are edges); ``copy_self``: ``op``'s node saves its input; ``result_slot``: the node's
-    slot that saves its result. See Note [In-place pointwise ops]."""
-    edges = edges_of(t, *(x for x in others if isinstance(x, Tensor)))
-    check_inplace(t, edges)
-    node = twin = None
-    if edges is None:
-        out = op(t)
-    else:
-        old = _old_value(t) if copy_self else _alias(t)
-        out = op(old)
-        node = out.grad_fn
-        if result_slot is not None and t._base is not None:
-            twin = op(old)
-    _check_writable(t, out)
-    t.device.xp.copyto(t.data, out.data, casting="unsafe")
-    commit_inplace(t, node)
-    if result_slot is not None and node is not None:
-        setattr(node, result_slot, saved_result(t, twin))
-    return t
-
-
 def _unary_(op: Callable[[Tensor], Tensor], saves: str | None) -> Callable[[Tensor], Tensor]:
     """The in-place form of the unary ``op`` whose node saves ``saves`` (``"input"``,
     ``"result"`` or None)."""
 
     def op_(t: Tensor) -> Tensor:
-        return _inplace(t, op, (), copy_self=saves == "input",
+        return write_inplace(t, op, (), copy_self=saves == "input",
                         result_slot="saved" if saves == "result" else None)
 
     op_.__name__ = op.__name__ + "_"
@@ -164,18 +116,31 @@ log1p_ = _unary_(unary.log1p, "input")
 expm1_ = _unary_(unary.expm1, "result")
 
 
+def _check_number_bounds(t: Tensor, lo: Any, hi: Any) -> None:
+    """PyTorch's error, which names the C++ type, for number bounds whose result type does
+    not cast to ``t``'s dtype."""
+    if not isinstance(lo, Tensor) and not isinstance(hi, Tensor):
+        rt = unary._clamp_dtype(t, lo, hi)
+        if not _can_cast(rt, t.dtype):
+            raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the "
+                               f"desired output type {cpp_type_name(t.dtype)}")
+
+
+def clamp_(t: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    """``clamp`` in place; its node saves the input. See Note [In-place pointwise ops]."""
+    unary._clamp_args("clamp_", min, max)
+    _check_number_bounds(t, min, max)
+    return write_inplace(t, lambda s: unary.clamp(s, min, max), (min, max), copy_self=True)
+
+
 def _clamp_bound_(op: Callable[[Tensor, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
     """The in-place form of ``clamp_min`` or ``clamp_max`` (``op``), whose node saves its
-    input. A number bound whose result type does not cast to the tensor's dtype raises
-    PyTorch's error, which names the C++ type."""
+    input."""
 
     def op_(t: Tensor, bound: Any) -> Tensor:
-        if bound is not None and not isinstance(bound, Tensor):
-            rt = unary._clamp_dtype(t, bound, None)
-            if not _can_cast(rt, t.dtype):
-                raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the "
-                                   f"desired output type {cpp_type_name(t.dtype)}")
-        return _inplace(t, lambda s: op(s, bound), (bound,), copy_self=True)
+        if bound is not None:
+            _check_number_bounds(t, bound, None)
+        return write_inplace(t, lambda s: op(s, bound), (bound,), copy_self=True)
 
     op_.__name__ = op.__name__ + "_"
     op_.__doc__ = f"``{op.__name__}`` in place. See Note [In-place pointwise ops]."
@@ -199,7 +164,7 @@ def cumsum_(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
                 f"tensor dtype {cpp_type_name(out.dtype)} should match")
         return out
 
-    return _inplace(a, op, (), copy_self=False)
+    return write_inplace(a, op, (), copy_self=False)
 
 
 def _write_untracked(t: Tensor, data: Any) -> Tensor:
@@ -390,7 +355,7 @@ frac_ = _unary_(frac, None)
 
 def round_(a: Tensor, *, decimals: int | None = None) -> Tensor:
     """``round`` in place. See Note [In-place pointwise ops]."""
-    return _inplace(a, lambda s: round(s, decimals=decimals), (), copy_self=False)
+    return write_inplace(a, lambda s: round(s, decimals=decimals), (), copy_self=False)
 
 
 # ---- log2 / log10 / exp2 ----
@@ -493,7 +458,7 @@ def nan_to_num(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
 def nan_to_num_(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
                 neginf: float | None = None) -> Tensor:
     """``nan_to_num`` in place. See Note [In-place pointwise ops]."""
-    return _inplace(a, lambda s: nan_to_num(s, nan, posinf, neginf), (), copy_self=True)
+    return write_inplace(a, lambda s: nan_to_num(s, nan, posinf, neginf), (), copy_self=True)
 
 
 # ---- atan2 / hypot ----
@@ -588,12 +553,13 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
 
 def atan2_(a: Tensor, other: Tensor) -> Tensor:
     """``atan2`` in place. See Note [In-place pointwise ops]."""
-    return _inplace(a, lambda s: atan2(s, other), (other,), copy_self=True)
+    return write_inplace(a, lambda s: atan2(s, other), (other,), copy_self=True)
 
 
 def hypot_(a: Tensor, other: Tensor) -> Tensor:
     """``hypot`` in place. See Note [In-place pointwise ops]."""
-    return _inplace(a, lambda s: hypot(s, other), (other,), copy_self=True, result_slot="result")
+    return write_inplace(a, lambda s: hypot(s, other), (other,), copy_self=True,
+                         result_slot="result")
 
 
 # ---- fmod / remainder ----
@@ -736,12 +702,12 @@ def _rmod(t: Tensor, number: Any) -> Tensor:
 
 def fmod_(a: Tensor, other: Any) -> Tensor:
     """``fmod`` in place. See Note [In-place pointwise ops]."""
-    return _inplace(a, lambda s: fmod(s, other), (other,), copy_self=isinstance(other, Tensor))
+    return write_inplace(a, lambda s: fmod(s, other), (other,), copy_self=isinstance(other, Tensor))
 
 
 def remainder_(a: Tensor, other: Any) -> Tensor:
     """``remainder`` in place. See Note [In-place pointwise ops]."""
-    return _inplace(a, lambda s: remainder(s, other), (other,),
+    return write_inplace(a, lambda s: remainder(s, other), (other,),
                     copy_self=isinstance(other, Tensor))
 
 
@@ -901,7 +867,7 @@ def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:  # noqa: A002
 
 def lerp_(a: Tensor, end: Tensor, weight: Any) -> Tensor:
     """``lerp`` in place. See Note [In-place pointwise ops]."""
-    return _inplace(a, lambda s: lerp(s, end, weight), (end, weight),
+    return write_inplace(a, lambda s: lerp(s, end, weight), (end, weight),
                     copy_self=isinstance(weight, Tensor))
 
 
@@ -1019,13 +985,13 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) 
 
 def addcmul_(a: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
     """``addcmul`` in place. See Note [In-place pointwise ops]."""
-    return _inplace(a, lambda s: addcmul(s, tensor1, tensor2, value=value),
+    return write_inplace(a, lambda s: addcmul(s, tensor1, tensor2, value=value),
                     (tensor1, tensor2), copy_self=False)
 
 
 def addcdiv_(a: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
     """``addcdiv`` in place. See Note [In-place pointwise ops]."""
-    return _inplace(a, lambda s: addcdiv(s, tensor1, tensor2, value=value),
+    return write_inplace(a, lambda s: addcdiv(s, tensor1, tensor2, value=value),
                     (tensor1, tensor2), copy_self=False)
 
 
@@ -1043,6 +1009,7 @@ Tensor.neg_ = neg_
 Tensor.sign_ = sign_
 Tensor.log1p_ = log1p_
 Tensor.expm1_ = expm1_
+Tensor.clamp_ = Tensor.clip_ = clamp_
 Tensor.clamp_min_ = clamp_min_
 Tensor.clamp_max_ = clamp_max_
 Tensor.cumsum_ = cumsum_

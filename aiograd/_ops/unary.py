@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor, cpp_type_name, float32, scalar_type_name
+from .._tensor import Tensor, float32
 from ..devices import device_of_array
 from ..graph._node import Node
 from . import _dual
@@ -618,36 +618,6 @@ def clamp_max(a: Tensor, max: Any) -> Tensor:  # noqa: A002
     return _clamp(a, None, max, "clamp_max", ClampMaxBackward0, ClampMaxBackward1)
 
 
-def clamp_(a: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
-    """``clamp`` in place (See Note [In-place ops]): the result type must cast to ``a``'s
-    dtype and the bounds must not broadcast ``a`` to a larger shape."""
-    lo, hi = min, max
-    _clamp_args("clamp_", lo, hi)
-    if isinstance(lo, Tensor) or isinstance(hi, Tensor):
-        data = _clamp_tensors(a, lo, hi)
-        edges = edges_of(a, lo, hi)
-    else:
-        data = a.device.xp.clip(a.data.astype(_clamp_dtype(a, lo, hi), copy=False), lo, hi)
-        edges = edges_of(a)
-    check_inplace(a, edges)
-    if not numpy.can_cast(data.dtype, a.dtype, casting="same_kind"):
-        raise RuntimeError(
-            f"result type {scalar_type_name(data.dtype)} can't be cast to the desired output "
-            f"type {cpp_type_name(a.dtype)}"
-        )
-    if data.shape != a.shape:
-        raise RuntimeError(
-            f"output with shape {list(a.shape)} doesn't match the broadcast shape "
-            f"{list(data.shape)}"
-        )
-    node = None
-    if edges is not None:
-        old = Tensor._wrap(a.data.copy(), a.device)  # the mask needs x before the write
-        node = _clamp_node(old, lo, hi, edges, ClampBackward1, ClampBackward0)
-    a.device.xp.copyto(a.data, data, casting="unsafe")
-    return commit_inplace(a, node)
-
-
 # ---- maximum / minimum ----
 
 class MaximumBackward0(Node):
@@ -819,7 +789,6 @@ Tensor.cos = cos
 Tensor.clamp = Tensor.clip = clamp
 Tensor.clamp_min = clamp_min
 Tensor.clamp_max = clamp_max
-Tensor.clamp_ = Tensor.clip_ = clamp_
 Tensor.maximum = maximum
 Tensor.minimum = minimum
 
