@@ -16,6 +16,7 @@ Each node's create_graph backward records the ops of its formula (PyTorch record
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy
@@ -26,6 +27,7 @@ from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
 from .inplace import clone
+from .nn_extra import norm_input_grad, norm_stats
 
 __all__ = ["batch_norm", "group_norm", "instance_norm"]
 
@@ -37,19 +39,6 @@ def _channel_dims(ndim: int) -> tuple[int, ...]:
 def _per_channel(x: Any, ndim: int) -> Any:
     """A (C,) array or Tensor shaped (1, C, 1, ...) to broadcast against the input."""
     return _dual.reshape(x, (1, -1) + (1,) * (ndim - 2))
-
-
-def _batch_stats(x: Any, dims: tuple[int, ...], eps: float) -> tuple[Any, Any, Any, Any]:
-    """``xhat = (x - mean) * rstd``, ``rstd = 1 / sqrt(var + eps)``, ``mean`` and the biased
-    ``var`` over ``dims`` (kept as size-1 dims), for an array or a Tensor."""
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
-    mean = _dual.sum_dims(x, dims, keepdim=True) / n
-    xc = x - mean
-    var = _dual.sum_dims(xc * xc, dims, keepdim=True) / n
-    rstd = (var + eps) ** -0.5
-    return xc * rstd, rstd, mean, var
 
 
 class NativeBatchNormBackward0(Node):
@@ -70,7 +59,7 @@ class NativeBatchNormBackward0(Node):
             return self.xhat, self.rstd
         x = self.input.unpack(self, True)
         if self.training:
-            xhat, rstd, _, _ = _batch_stats(x, _channel_dims(x.ndim), self.eps)
+            xhat, rstd, _, _ = norm_stats(x, _channel_dims(x.ndim), self.eps)
             return xhat, rstd
         return (x - self.mean) * self.rstd, self.rstd
 
@@ -85,12 +74,7 @@ class NativeBatchNormBackward0(Node):
             if self.weight is not None:
                 gh = g * _per_channel(self.weight.unpack(self, create_graph), g.ndim)
             if self.training:
-                n = 1
-                for d in dims:
-                    n *= g.shape[d]
-                mean_gh = _dual.sum_dims(gh, dims, keepdim=True) / n
-                mean_ghx = _dual.sum_dims(gh * xhat, dims, keepdim=True) / n
-                gx = rstd * (gh - mean_gh - xhat * mean_ghx)
+                gx = norm_input_grad(gh, xhat, rstd, dims)
             else:
                 gx = gh * rstd
         if edges[1] is not None:
@@ -150,10 +134,7 @@ def _check_args(input: Tensor, running_mean: Tensor | None,  # noqa: A002
 def _verify_batch_size(shape: list[int], shown: str) -> None:
     """PyTorch's ValueError when ``shape`` leaves one value per channel (dims 0, 2, ...);
     ``shown`` is the input size its message shows."""
-    values = shape[0] if shape else 1
-    for s in shape[2:]:
-        values *= s
-    if values == 1:
+    if math.prod(shape[:1] + shape[2:]) == 1:
         raise ValueError("Expected more than 1 value per channel when training, got input size "
                          f"{shown}")
 
@@ -206,7 +187,7 @@ def _native_batch_norm(input: Tensor, running_mean: Tensor | None,  # noqa: A002
     dims = _channel_dims(ndim)
     mean = None
     if training:
-        xhat, rstd, batch_mean, var = _batch_stats(x, dims, eps)
+        xhat, rstd, batch_mean, var = norm_stats(x, dims, eps)
         if running_mean is not None:
             n = x.size // x.shape[1]  # > 1: checked by the callers
             unbiased = var.reshape(-1) * (n / (n - 1))
@@ -254,7 +235,7 @@ class NativeGroupNormBackward0(Node):
         edges = self.next_edges
         if create_graph:
             x = _dual.reshape(self.input.unpack(self, True), self.grouped)
-            xhat, rstd, _, _ = _batch_stats(x, (2,), self.eps)
+            xhat, rstd, _, _ = norm_stats(x, (2,), self.eps)
         else:
             self.input.unpack(self, False)  # its version check, as PyTorch's saved input
             xhat, rstd = self.xhat, self.rstd
@@ -264,11 +245,8 @@ class NativeGroupNormBackward0(Node):
             gh = g
             if self.weight is not None:
                 gh = g * _per_channel(self.weight.unpack(self, create_graph), g.ndim)
-            gh = _dual.reshape(gh, self.grouped)
-            n = self.grouped[2]
-            mean_gh = _dual.sum_dims(gh, (2,), keepdim=True) / n
-            mean_ghx = _dual.sum_dims(gh * xhat, (2,), keepdim=True) / n
-            gx = _dual.reshape(rstd * (gh - mean_gh - xhat * mean_ghx), g.shape)
+            gx = _dual.reshape(norm_input_grad(_dual.reshape(gh, self.grouped), xhat, rstd, (2,)),
+                               g.shape)
         if edges[1] is not None:
             gw = _dual.sum_dims(g * _dual.reshape(xhat, g.shape), dims)
         if edges[2] is not None:
@@ -317,12 +295,10 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # 
     _verify_batch_size(size, str(size))
     _check_group_args(input, num_groups, weight, bias)
     _check_dtypes(input, (weight, bias), "GroupNormKernelImpl")
-    per_group = shape[1] // num_groups
-    for s in shape[2:]:
-        per_group *= s
+    per_group = shape[1] // num_groups * math.prod(shape[2:])
     grouped = (shape[0], num_groups, per_group)
     x = input.data
-    xhat, rstd, _, _ = _batch_stats(x.reshape(grouped), (2,), eps)
+    xhat, rstd, _, _ = norm_stats(x.reshape(grouped), (2,), eps)
     ndim = input.ndim
     data = xhat.reshape(x.shape)
     if weight is not None:
@@ -359,10 +335,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,  # noqa: A0
     tensor_arg(input, "instance_norm", "input")
     shape = list(input.shape)
     if use_input_stats:
-        spatial = 1
-        for s in shape[2:]:
-            spatial *= s
-        if spatial == 1:
+        if math.prod(shape[2:]) == 1:
             raise ValueError("Expected more than 1 spatial element when training, got input "
                              f"size torch.Size({shape})")
     elif running_mean is None or running_var is None:

@@ -139,15 +139,25 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Ten
 
 # ---- layer_norm ----
 
-def _layer_norm_stats(x: Any, dims: tuple[int, ...], eps: float) -> tuple[Any, Any]:
-    """``(x - mean) * rstd`` and ``rstd = 1 / sqrt(var + eps)`` over ``dims`` (the biased
-    variance), for an array or a Tensor (see Note [Dual backward formulas])."""
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
-    xc = x - _dual.sum_dims(x, dims, keepdim=True) / n
-    rstd = (_dual.sum_dims(xc * xc, dims, keepdim=True) / n + eps) ** -0.5
-    return xc * rstd, rstd
+def norm_stats(x: Any, dims: tuple[int, ...], eps: float) -> tuple[Any, Any, Any, Any]:
+    """``xhat = (x - mean) * rstd``, ``rstd = 1 / sqrt(var + eps)``, ``mean`` and the biased
+    ``var`` over ``dims`` (kept as size-1 dims), for an array or a Tensor (see Note [Dual
+    backward formulas]): the statistics of layer, batch and group norm."""
+    n = math.prod(x.shape[d] for d in dims)
+    mean = _dual.sum_dims(x, dims, keepdim=True) / n
+    xc = x - mean
+    var = _dual.sum_dims(xc * xc, dims, keepdim=True) / n
+    rstd = (var + eps) ** -0.5
+    return xc * rstd, rstd, mean, var
+
+
+def norm_input_grad(gh: Any, xhat: Any, rstd: Any, dims: tuple[int, ...]) -> Any:
+    """A normalization's input gradient from ``gh`` (the output's gradient times the
+    weight): ``rstd (gh - mean(gh) - xhat mean(gh xhat))``, the means over ``dims``."""
+    n = math.prod(gh.shape[d] for d in dims)
+    mean_gh = _dual.sum_dims(gh, dims, keepdim=True) / n
+    mean_ghx = _dual.sum_dims(gh * xhat, dims, keepdim=True) / n
+    return rstd * (gh - mean_gh - xhat * mean_ghx)
 
 
 class NativeLayerNormBackward0(Node):
@@ -166,19 +176,14 @@ class NativeLayerNormBackward0(Node):
         g = grads[0]
         edges = self.next_edges
         if create_graph:
-            xhat, rstd = _layer_norm_stats(self.input.unpack(self, True), self.dims, self.eps)
+            xhat, rstd, _, _ = norm_stats(self.input.unpack(self, True), self.dims, self.eps)
         else:
             self.input.unpack(self, False)  # its version check, as PyTorch's saved input
             xhat, rstd = self.xhat, self.rstd
         gx = gw = gb = None
         if edges[0] is not None:
             gh = g if self.weight is None else g * self.weight.unpack(self, create_graph)
-            n = 1
-            for d in self.dims:
-                n *= g.shape[d]
-            mean_gh = _dual.sum_dims(gh, self.dims, keepdim=True) / n
-            mean_ghx = _dual.sum_dims(gh * xhat, self.dims, keepdim=True) / n
-            gx = rstd * (gh - mean_gh - xhat * mean_ghx)
+            gx = norm_input_grad(gh, xhat, rstd, self.dims)
         batch = tuple(range(g.ndim - len(self.dims)))
         if edges[1] is not None:
             gw = g * xhat
@@ -226,7 +231,7 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     _check_affine("weight", weight, shape)
     _check_affine("bias", bias, shape)
     dims = tuple(range(input.ndim - k, input.ndim))
-    xhat, rstd = _layer_norm_stats(input.data, dims, eps)
+    xhat, rstd, _, _ = norm_stats(input.data, dims, eps)
     xhat = _dual.contiguous(xhat)  # PyTorch's layout, whatever the input's
     data = xhat
     if weight is not None:
