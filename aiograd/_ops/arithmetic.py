@@ -209,6 +209,11 @@ def sub_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
     return _with_alpha(_SubAlphaBackward0, a, b, alpha, subtract=True)
 
 
+def opmath(dtype: numpy.dtype) -> numpy.dtype:
+    """The dtype PyTorch's CPU kernels compute ``dtype`` in: float32 for float16."""
+    return _FLOAT32 if dtype == _FLOAT16 else dtype
+
+
 def combine_alpha(a: Tensor, b: Any, alpha: Any, subtract: bool) -> Any:
     """The array of ``a + alpha * b`` (``a - alpha * b`` if ``subtract``; ``b`` a Tensor or
     a number) as PyTorch's kernel computes it: in the result type (float32 for float16),
@@ -221,7 +226,7 @@ def combine_alpha(a: Tensor, b: Any, alpha: Any, subtract: bool) -> Any:
             "For integral input tensors, argument alpha must not be a floating point number.")
     if is_bool and rt.kind != "b":
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
-    ot = _FLOAT32 if rt == _FLOAT16 else rt
+    ot = opmath(rt)
     x = a.data.astype(ot, copy=False)
     if type(b) is Tensor:
         y = b.data.astype(ot, copy=False)

@@ -57,6 +57,7 @@ from .arithmetic import (
     broadcast_error,
     broadcast_error_among,
     neg,
+    opmath,
     wrap_int,
 )
 from .arithmetic import pow as _pow
@@ -83,8 +84,6 @@ __all__ = [
     "addcdiv", "addcdiv_",
 ]
 
-_FLOAT16 = numpy.dtype(numpy.float16)
-_FLOAT32 = numpy.dtype(numpy.float32)
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
@@ -197,11 +196,6 @@ def _record_stateless(node_cls: type[Node], a: Tensor, data: Any) -> Tensor:
     return record(node_cls(edges), data, a.device)
 
 
-def _opmath(dtype: numpy.dtype) -> numpy.dtype:
-    """The dtype PyTorch's CPU kernels compute ``dtype`` in: float32 for float16."""
-    return _FLOAT32 if dtype == _FLOAT16 else dtype
-
-
 def _not_implemented(kernel: str, dtype: numpy.dtype) -> NotImplementedError:
     return NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dtype)}'")
 
@@ -234,7 +228,7 @@ def _reciprocal_data(x: Any) -> Any:
 
 def _rsqrt_data(x: Any) -> Any:
     """``1 / sqrt(x)``, rounded once for float16 (computed in float32, as PyTorch)."""
-    root = _dual.xp_of(x).sqrt(x.astype(_opmath(x.dtype), copy=False))
+    root = _dual.xp_of(x).sqrt(x.astype(opmath(x.dtype), copy=False))
     return (1 / root).astype(x.dtype, copy=False)
 
 
@@ -329,7 +323,7 @@ def round(a: Tensor, *, decimals: int | None = None) -> Tensor:  # noqa: A001
         kernel = "round_vml" if decimals == 0 else "round"
         raise _not_implemented(f"{kernel}_{a.device.type}", x.dtype)
     xp = a.device.xp
-    wide = x.astype(_opmath(x.dtype), copy=False)
+    wide = x.astype(opmath(x.dtype), copy=False)
     scale = wide.dtype.type(10.0 ** -decimals if decimals < 0 else 10.0 ** decimals)
     data = xp.rint(wide / scale) * scale if decimals < 0 else xp.rint(wide * scale) / scale
     return _record_stateless(RoundBackward1, a, data.astype(x.dtype, copy=False))
@@ -838,7 +832,7 @@ def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:  # noqa: A002
                         f"not {type(weight).__name__}")
     dev = check_same_device(a, end)
     _lerp_check(a, end, weight)
-    ot = _opmath(a.dtype)
+    ot = opmath(a.dtype)
     x, y = a.data.astype(ot, copy=False), end.data.astype(ot, copy=False)
     if isinstance(weight, Tensor):
         check_same_device(a, weight)
@@ -951,7 +945,7 @@ def _addc(name: str, input: Tensor, tensor1: Tensor, tensor2: Tensor, value: Any
     rt = _tensors_result_type(a, t1, t2)
     if rt.kind == "b":
         raise _not_implemented(f"addcmul_{dev.type}_out", rt)
-    ot = _opmath(rt)
+    ot = opmath(rt)
     x, y, z = (t.data.astype(ot, copy=False) for t in (a, t1, t2))
     v = ot.type(value)
     try:

@@ -124,25 +124,24 @@ class DiagonalBackwardBackward0(Node):
         return (_diagonal_of(grads[0], self.offset, self.dim1, self.dim2),)
 
 
-class DiagEmbedBackward0(Node):
+class DiagEmbedBackward0(DiagonalBackwardBackward0):
     """``diag_embed`` (and ``diag`` of a vector): the gradient's diagonal."""
 
-    __slots__ = ("offset", "dim1", "dim2")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_diagonal_of(grads[0], self.offset, self.dim1, self.dim2),)
+    __slots__ = ()
 
 
-def diagonal_backward(grad: Any, in_shape: tuple[int, ...], offset: int, d1: int,
-                      d2: int) -> Any:
-    """Dual: zeros of ``in_shape`` with ``grad`` on the diagonal (``d1``, ``d2`` wrapped)."""
+def diagonal_backward(grad: Any, in_shape: tuple[int, ...], offset: int, d1: int, d2: int,
+                      node_cls: type[Node] = DiagonalBackwardBackward0) -> Any:
+    """Dual: zeros of ``in_shape`` with ``grad`` on the diagonal (``d1``, ``d2`` wrapped), a
+    Tensor recorded as ``node_cls`` (``diag_embed``'s node when it is the forward)."""
     if type(grad) is not Tensor:
         return _embed_diagonal(grad, in_shape, offset, d1, d2)
-    data = _embed_diagonal(grad.data, in_shape, offset, d1, d2)
+    with grad.device.backend.device_guard(grad.device.index):  # zeros on grad's device
+        data = _embed_diagonal(grad.data, in_shape, offset, d1, d2)
     edges = edges_of(grad)
     if edges is None:
         return plain(data, grad.device)
-    node = DiagonalBackwardBackward0(edges)
+    node = node_cls(edges)
     node.offset, node.dim1, node.dim2 = offset, d1, d2
     return record(node, data, grad.device)
 
@@ -181,14 +180,7 @@ def _diag_embed(t: Tensor, offset: int, d1: int, d2: int) -> Tensor:
     shape = list(t.shape[:-1])
     for d in sorted((d1, d2)):
         shape.insert(d, size)
-    with t.device.backend.device_guard(t.device.index):  # the zeros are made on t's device
-        data = _embed_diagonal(t.data, tuple(shape), offset, d1, d2)
-    edges = edges_of(t)
-    if edges is None:
-        return plain(data, t.device)
-    node = DiagEmbedBackward0(edges)
-    node.offset, node.dim1, node.dim2 = offset, d1, d2
-    return record(node, data, t.device)
+    return diagonal_backward(t, tuple(shape), offset, d1, d2, DiagEmbedBackward0)
 
 
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:  # noqa: A002
