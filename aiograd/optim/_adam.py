@@ -80,16 +80,6 @@ class Adam(Optimizer):
         _unsupported(type(self).__name__, capturable=capturable,
                      differentiable=differentiable)
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """As :meth:`Optimizer.load_state_dict`; a ``step`` saved as a number (older
-        state dicts) becomes a 0-d float32 Tensor, as PyTorch's."""
-        super().load_state_dict(state_dict)
-        for group in self.param_groups:
-            for p in group["params"]:
-                state = self.state.get(p)
-                if state and not isinstance(state["step"], Tensor):
-                    state["step"] = _step_tensor(state["step"])
-
     def _update_group(self, group: dict[str, Any]) -> None:
         lr = _hyper(group["lr"])
         beta1, beta2 = group["betas"]

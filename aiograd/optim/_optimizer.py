@@ -313,7 +313,10 @@ def _host_copy(value: Any) -> Any:
 
 def _to_param_device(p: Tensor, key: Any, value: Any) -> Any:
     """A copy of a saved state value: arrays and Tensors as Tensors on ``p``'s device (of
-    its dtype if floating), except ``step``, which keeps its dtype and stays on the CPU."""
+    its dtype if floating), except ``step``, which keeps its dtype and stays on the CPU (a
+    number, as older state dicts hold, becomes a 0-d float32 Tensor, as PyTorch's)."""
+    if key == "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _step_tensor(value)
     if isinstance(value, Tensor):
         value = value.device.backend.to_host(value.data)
     elif hasattr(value, "__array__") and not isinstance(value, (numpy.ndarray, numpy.generic)):
