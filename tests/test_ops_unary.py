@@ -276,3 +276,14 @@ def test_relu_backward_never_modifies_a_gradient_someone_else_sees():
     ag.backward_sync(out, ag.tensor(np.array([1.0, 1.0, 1.0])))
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 3.0, 3.0])
     np.testing.assert_array_equal(seen[0], [1.0, 1.0, 1.0])  # the post-hook's grad_outputs
+
+
+def test_clamp_result_type_promotes_all_three_operands_as_torch():
+    """A 0-d float16 input, int8 bounds with dims and a 0-d float64 bound: float64."""
+    torch = pytest.importorskip("torch")
+    dtypes = []
+    for lib in (ag, torch):
+        x = lib.tensor(np.array(1.5, np.float16))
+        lo, hi = lib.tensor(np.array([1, 2], np.int8)), lib.tensor(np.array(3.0))
+        dtypes.append(str(x.clamp(lo, hi).dtype).replace("torch.", ""))
+    assert dtypes[0] == dtypes[1] == "float64"

@@ -49,11 +49,12 @@ def _combine(higher: numpy.dtype | None, lower: numpy.dtype | None) -> numpy.dty
     return higher
 
 
-def result_type(a: Any, b: Any) -> numpy.dtype:
-    """The dtype PyTorch gives ``a op b``: ``a``, ``b`` are Tensors or Python numbers
-    (bool, int, float). See Note [Type promotion]."""
+def result_type(*operands: Any) -> numpy.dtype:
+    """The dtype PyTorch gives an op of ``operands``, Tensors or Python numbers (bool,
+    int, float): each class (with dims, 0-d, numbers) promotes within itself, then the
+    classes combine. See Note [Type promotion]."""
     dims = zeros = numbers = None
-    for x in (a, b):
+    for x in operands:
         kind = type(x)
         if kind is float:
             numbers = _FLOAT32 if numbers is None else promote_types(numbers, _FLOAT32)

@@ -42,7 +42,7 @@ from .._tensor import Tensor, cpp_type_name, scalar_type_name
 from ..grad_mode import no_grad
 from ..graph._node import Node
 from . import _dual, unary
-from ._promote import promote_types, result_type
+from ._promote import result_type
 from ._record import (
     check_same_device,
     edges_of,
@@ -70,7 +70,7 @@ from .inplace import (
     pow_,
     write_inplace,
 )
-from .unary import _floating, _proxy, _record_unary, _SavesOne
+from .unary import _floating, _record_unary, _SavesOne
 
 __all__ = [
     "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_", "sign_",
@@ -915,19 +915,6 @@ _ADDCDIV_INTEGER_ERROR = (
 )
 
 
-def _tensors_result_type(*tensors: Tensor) -> numpy.dtype:
-    """The result type of several tensors (Note [Type promotion]): those with dims and the
-    0-d ones promote within their class, then the two classes combine."""
-    classes: dict[bool, numpy.dtype] = {}
-    for t in tensors:
-        has_dims = t.ndim > 0
-        dtype = classes.get(has_dims)
-        classes[has_dims] = t.dtype if dtype is None else promote_types(dtype, t.dtype)
-    if len(classes) == 1:
-        return next(iter(classes.values()))
-    return result_type(_proxy(classes[True], 1), _proxy(classes[False], 0))
-
-
 def _addc(name: str, input: Tensor, tensor1: Tensor, tensor2: Tensor, value: Any,  # noqa: A002
           node_cls: type[AddcmulBackward0]) -> Tensor:
     """``input + value * tensor1 (* or /) tensor2`` in their result type (``value`` does not
@@ -942,7 +929,7 @@ def _addc(name: str, input: Tensor, tensor1: Tensor, tensor2: Tensor, value: Any
     divides = node_cls is AddcdivBackward0
     if divides and t1.dtype.kind in "biu" and t2.dtype.kind in "biu":
         raise RuntimeError(_ADDCDIV_INTEGER_ERROR)
-    rt = _tensors_result_type(a, t1, t2)
+    rt = result_type(a, t1, t2)
     if rt.kind == "b":
         raise _not_implemented(f"addcmul_{dev.type}_out", rt)
     ot = opmath(rt)

@@ -497,20 +497,9 @@ def _is_number_bound(value: Any) -> bool:
     return value is None or (isinstance(value, numbers.Real) and not isinstance(value, bool))
 
 
-def _proxy(dtype: numpy.dtype, ndim: int) -> Any:
-    """An array standing for a tensor of ``dtype`` with ``ndim`` dims, for ``result_type``."""
-    return numpy.empty((1,) * ndim, dtype)
-
-
 def _clamp_dtype(a: Tensor, lo: Any, hi: Any) -> numpy.dtype:
     """The result type of ``a`` with both bounds (Note [Type promotion])."""
-    dtype, ndim = a.dtype, a.ndim
-    for bound in (lo, hi):
-        if bound is not None:
-            dtype = result_type(_proxy(dtype, ndim), bound)
-            if type(bound) is Tensor:
-                ndim = max(ndim, bound.ndim)
-    return dtype
+    return result_type(a, *(bound for bound in (lo, hi) if bound is not None))
 
 
 def _clamp_args(fn: str, lo: Any, hi: Any) -> None:
