@@ -69,6 +69,17 @@ EPOCH_DEPRECATION_WARNING = (
 )
 
 
+def _check_optimizer(optimizer: Any) -> None:
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+
+
+def _callable_state(fn: Any) -> dict[str, Any] | None:
+    """What a state dict keeps of a schedule function, as PyTorch's: a callable object's
+    attributes; nothing (None) for a plain function or lambda."""
+    return None if fn is None or isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+
+
 def _copy(value: Any) -> Any:
     return value.clone() if isinstance(value, Tensor) else value
 
@@ -129,8 +140,7 @@ class LRScheduler:
     _is_initial: bool = False
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -272,8 +282,7 @@ class _LambdaScheduler(LRScheduler):
     def state_dict(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
         state["lr_lambdas"] = [
-            None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
-            for fn in self.lr_lambdas
+            _callable_state(fn) for fn in self.lr_lambdas
         ]
         return state
 
@@ -742,8 +751,7 @@ class ReduceLROnPlateau(LRScheduler):
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
         self.factor = factor
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         self.default_min_lr: float | None
         if isinstance(min_lr, (list, tuple)):
@@ -903,8 +911,7 @@ class OneCycleLR(LRScheduler):
         three_phase: bool = False,
         last_epoch: int = -1,
     ) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         if total_steps is not None:
             if total_steps <= 0 or not isinstance(total_steps, int):
@@ -1021,8 +1028,7 @@ class CyclicLR(LRScheduler):
         max_momentum: float = 0.9,
         last_epoch: int = -1,
     ) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         base_lrs = _format_param("base_lr", optimizer, base_lr)
         if last_epoch == -1:
@@ -1096,9 +1102,7 @@ class CyclicLR(LRScheduler):
         state = super().state_dict()
         state.pop("_scale_fn_ref", None)
         fn = state.pop("_scale_fn_custom")
-        state["_scale_fn_custom"] = (
-            None if fn is None or isinstance(fn, types.FunctionType) else fn.__dict__.copy()
-        )
+        state["_scale_fn_custom"] = _callable_state(fn)
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
