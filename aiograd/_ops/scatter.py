@@ -302,6 +302,20 @@ def scatter_add_(t: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
 # ---- index_add / index_copy ----
 
+def _slices_picked(node: Any, g: Any) -> Any:
+    """``g.index_select(node.dim, node.index)`` (through ``node.key`` for an array)."""
+    if type(g) is Tensor:
+        return index_select(g, node.dim, node.index)
+    return _dual.xp_of(g).take(_nonempty(g), node.key[-1], axis=node.dim)
+
+
+def _slices_zeroed(node: Any, g: Any) -> Any:
+    """``g.index_fill(node.dim, node.index, 0)`` (through ``node.key`` for an array)."""
+    if type(g) is Tensor:
+        return index_fill(g, node.dim, node.index, 0)
+    return _zeroed(g, node.key)
+
+
 class _IndexSliceNode(Node):
     """A write of ``source`` into the slices ``index`` (a Tensor; ``key``: the array key)
     along ``dim``; ``source_shape`` is the source's shape."""
@@ -310,10 +324,7 @@ class _IndexSliceNode(Node):
 
     def selected(self, g: Any) -> Any:
         """``g.index_select(dim, index)`` shaped like the source: its gradient."""
-        if type(g) is Tensor:
-            picked = index_select(g, self.dim, self.index)
-        else:
-            picked = _dual.xp_of(g).take(_nonempty(g), self.key[-1], axis=self.dim)
+        picked = _slices_picked(self, g)
         if tuple(picked.shape) != self.source_shape:
             picked = _dual.reshape(picked, self.source_shape)
         return picked
@@ -367,11 +378,8 @@ class IndexCopyBackward0(_IndexSliceNode):
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
         edges = self.next_edges
-        g_self = None
-        if edges[0] is not None:
-            g_self = (index_fill(g, self.dim, self.index, 0) if type(g) is Tensor
-                      else _zeroed(g, self.key))
-        return (g_self, None if edges[1] is None else self.selected(g))
+        return (None if edges[0] is None else _slices_zeroed(self, g),
+                None if edges[1] is None else self.selected(g))
 
 
 def _source_values(t: Tensor, source: Tensor, d: int, count: int) -> Any:
@@ -531,13 +539,8 @@ class IndexFillBackward0(Node):
 
     __slots__ = ("dim", "index", "key")
 
-    def zeroed(self, g: Any) -> Any:
-        if type(g) is Tensor:
-            return index_fill(g, self.dim, self.index, 0)
-        return _zeroed(g, self.key)
-
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (self.zeroed(grads[0]),)
+        return (_slices_zeroed(self, grads[0]),)
 
 
 class IndexFillBackward1(IndexFillBackward0):
@@ -551,12 +554,8 @@ class IndexFillBackward1(IndexFillBackward0):
         edges = self.next_edges
         g_value = None
         if edges[1] is not None:
-            if type(g) is Tensor:
-                picked = index_select(g, self.dim, self.index)
-            else:
-                picked = _dual.xp_of(g).take(_nonempty(g), self.key[-1], axis=self.dim)
-            g_value = _dual.sum_dims(picked, None)
-        return (None if edges[0] is None else self.zeroed(g), g_value)
+            g_value = _dual.sum_dims(_slices_picked(self, g), None)
+        return (None if edges[0] is None else _slices_zeroed(self, g), g_value)
 
 
 def _index_fill(t: Tensor, dim: int, index: Any, value: Any, out_of_place: bool) -> Tensor:
