@@ -655,20 +655,28 @@ def _entry_repr(key: str, value: Any) -> str:
 
 # ---- activations ----
 
-class ReLU(Module):
-    """``max(x, 0)`` elementwise; with ``inplace``, written into the input (``relu_``)."""
+def _inplace_repr(inplace: bool) -> str:
+    return "inplace=True" if inplace else ""
+
+
+class _InplaceActivation(Module):
+    """An activation whose only option is ``inplace`` (shown in the repr when True)."""
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class ReLU(_InplaceActivation):
+    """``max(x, 0)`` elementwise; with ``inplace``, written into the input (``relu_``)."""
+
     def forward(self, x: Tensor) -> Tensor:
         if self.inplace:
             return relu_(x)
         return relu(x)
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
 
 
 class Tanh(Module):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .._ops import nn_more as F
 from .._tensor import Tensor
+from ._layers import _inplace_repr, _InplaceActivation
 from ._losses import _Loss, _WeightedLoss
 from ._module import Module
 
@@ -70,21 +71,6 @@ class KLDivLoss(_Loss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
-
-
-def _inplace_repr(inplace: bool) -> str:
-    return "inplace=True" if inplace else ""
-
-
-class _InplaceActivation(Module):
-    """An activation whose only option is ``inplace`` (shown in the repr when True)."""
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def extra_repr(self) -> str:
-        return _inplace_repr(self.inplace)
 
 
 class SiLU(_InplaceActivation):
