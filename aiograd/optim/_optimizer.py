@@ -329,3 +329,20 @@ def _to_param_device(p: Tensor, key: Any, value: Any) -> Any:
     if p.device.type != "cpu":
         arr = p.device.backend.from_host(arr, p.device.index)
     return _state_tensor(p, arr)
+
+
+def _effective_grad(xp: Any, w: Any, grad: Any, weight_decay: float, maximize: bool,
+                    out: Any) -> Any:
+    """``(-grad if maximize else grad) + weight_decay * w``, written into ``out`` when it
+    differs from ``grad`` (``grad`` itself is returned when it does not)."""
+    if weight_decay != 0:
+        xp.multiply(w, weight_decay, out=out)
+        if maximize:
+            xp.subtract(out, grad, out=out)
+        else:
+            xp.add(out, grad, out=out)
+        return out
+    if maximize:
+        xp.negative(grad, out=out)
+        return out
+    return grad
