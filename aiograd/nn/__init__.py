@@ -9,6 +9,7 @@ clipping (``clip_grad_norm_``, ``clip_grad_value_``). See docs/nn.md.
 from __future__ import annotations
 
 from . import functional, init, utils
+from ._attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from ._conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from ._layers import (
     GELU,
@@ -50,6 +51,9 @@ from ._more import (
 from ._norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
 
 __all__ = [
+    "MultiheadAttention",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
     "BCELoss",
     "BCEWithLogitsLoss",
     "ELU",

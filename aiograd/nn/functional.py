@@ -35,6 +35,7 @@ from .._ops.nn_more import (
 from .._ops.nn_ops import cross_entropy, linear, mse_loss, nll_loss
 from .._ops.unary import relu_, sigmoid, tanh
 from .._tensor import Tensor
+from ._attention import scaled_dot_product_attention
 
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "cosine_similarity",
@@ -42,8 +43,8 @@ __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entr
            "hardtanh", "hardtanh_", "huber_loss", "instance_norm", "kl_div", "l1_loss",
            "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "max_pool2d",
            "max_pool2d_with_indices", "mish", "mse_loss", "nll_loss", "normalize", "one_hot",
-           "pad", "relu", "relu6", "relu_", "sigmoid", "silu", "smooth_l1_loss", "softmax",
-           "softplus", "softsign", "tanh"]
+           "pad", "relu", "relu6", "relu_", "scaled_dot_product_attention", "sigmoid", "silu",
+           "smooth_l1_loss", "softmax", "softplus", "softsign", "tanh"]
 
 
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
