@@ -1,7 +1,8 @@
 """Neural-network building blocks: modules, parameters, layers and losses.
 
 Enough for real training loops with ``await loss.backward()``: linear, convolution,
-pooling, normalization and embedding layers, activations, losses and containers.
+pooling, normalization and embedding layers, attention and Transformer encoders,
+recurrent layers (RNN, LSTM, GRU), activations, losses and containers.
 ``aiograd.nn.functional`` holds the functional forms; ``aiograd.nn.utils`` gradient
 clipping (``clip_grad_norm_``, ``clip_grad_value_``). See docs/nn.md.
 """
@@ -49,8 +50,15 @@ from ._more import (
     Softsign,
 )
 from ._norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
+from ._rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 
 __all__ = [
+    "GRU",
+    "GRUCell",
+    "LSTM",
+    "LSTMCell",
+    "RNN",
+    "RNNCell",
     "MultiheadAttention",
     "TransformerEncoder",
     "TransformerEncoderLayer",
