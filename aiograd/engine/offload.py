@@ -98,6 +98,72 @@ class OffloadJob:
         signal.set(batch=_engine.has_queued_work())  # type: ignore[union-attr]
 
 
+class PendingOffload:
+    """``fn(*args, **kwargs)`` queued on the CPU worker now, its result awaited later.
+
+    The two halves of :func:`offload`, for a caller that works while ``fn`` runs (the
+    DataLoader's prefetch). Make it on the loop's thread, inside a task. ``result()``
+    is awaited at most once; ``cancel()`` instead ends it without the result. Both
+    follow Note [Offloading]: a job not yet started never runs; a running one is
+    waited for, shielded. ``discard()`` (sync, any thread) keeps a job that has not
+    started from starting and leaves a running one to end on its own, its result
+    dropped. With multithreading disabled ``fn`` runs in ``result()``, on the
+    caller's thread.
+    """
+
+    __slots__ = ("_job", "_done", "_inline")
+
+    def __init__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"offload() expects a callable, got {type(fn).__name__}")
+        context = contextvars.copy_context()
+        call: Callable[[], Any] = lambda: context.run(fn, *args, **kwargs)  # noqa: E731
+        self._job: OffloadJob | None = None
+        self._inline: Callable[[], Any] | None = None
+        if not context.run(_engine.multithreading_enabled.get):
+            self._inline = call
+            return
+        self._done = LoopSignal()
+        self._job = OffloadJob(call, self._done)
+        _engine.get_engine().device_queue(CPU).push_job(self._job)
+
+    async def result(self) -> Any:
+        """``fn``'s result (or its exception), once it has run."""
+        job = self._job
+        if job is None:
+            call, self._inline = self._inline, None
+            if call is None:
+                raise RuntimeError("PendingOffload.result() awaited twice, or after cancel()")
+            return call()
+        self._job = None
+        try:
+            await self._done.wait()
+        except BaseException:
+            if not job.cancel():
+                with anyio.CancelScope(shield=True):
+                    await self._done.wait()
+            raise
+        _engine.replay_warnings(job.warnings)
+        error = job.error
+        if error is not None:
+            job.error = None  # the traceback's frames stay with the raise only
+            raise error
+        return job.result
+
+    async def cancel(self) -> None:
+        """End the call without its result: keep it from starting, or wait for its end."""
+        job, self._job, self._inline = self._job, None, None
+        if job is not None and not job.cancel():
+            with anyio.CancelScope(shield=True):
+                await self._done.wait()
+
+    def discard(self) -> None:
+        """Keep the call from starting, without waiting; a running call ends on its own."""
+        job, self._job, self._inline = self._job, None, None
+        if job is not None:
+            job.cancel()
+
+
 async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run ``fn(*args, **kwargs)`` on aiograd's CPU worker and return its result.
 
@@ -106,24 +172,5 @@ async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     Note [Offloading]. With multithreading disabled (``set_multithreading_enabled(False)``)
     ``fn`` runs right here, on the caller's thread.
     """
-    if not callable(fn):
-        raise TypeError(f"offload() expects a callable, got {type(fn).__name__}")
-    context = contextvars.copy_context()
-    if not context.run(_engine.multithreading_enabled.get):
-        return context.run(fn, *args, **kwargs)
-    done = LoopSignal()
-    job = OffloadJob(lambda: context.run(fn, *args, **kwargs), done)
-    _engine.get_engine().device_queue(CPU).push_job(job)
-    try:
-        await done.wait()
-    except BaseException:
-        if not job.cancel():
-            with anyio.CancelScope(shield=True):
-                await done.wait()
-        raise
-    _engine.replay_warnings(job.warnings)
-    error = job.error
-    if error is not None:
-        job.error = None  # the traceback's frames stay with the raise only
-        raise error
-    return job.result
+    result: T = await PendingOffload(fn, *args, **kwargs).result()
+    return result
