@@ -44,3 +44,13 @@ def test_gradient_service_answers_every_request():
     out = _run("gradient_service.py")
     assert "served 20 requests: 19 ok, 1 deadline exceeded" in out, out
     assert "WRONG" not in out, out
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_transformer_chars_loss_goes_down(backend: str):
+    out = _run("transformer_chars.py", "--steps", "60", "--backend", backend)
+    uniform = float(re.search(r"uniform loss ([0-9.]+)", out).group(1))
+    losses = [float(v) for v in re.findall(r"^step +\d+ +loss ([0-9.]+)", out, re.MULTILINE)]
+    assert len(losses) == 6, out
+    assert losses[-1] < 0.6 * losses[0] < 0.6 * uniform, out
+    assert "trained 60 steps" in out and "sample: the cat sees a " in out, out
