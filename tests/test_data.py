@@ -348,3 +348,12 @@ async def test_training_with_async_for() -> None:
             total += loss.item()
         losses.append(total)
     assert losses[-1] < 0.05 * losses[0]
+
+
+@pytest.mark.anyio
+async def test_async_for_without_multithreading_loads_on_the_callers_thread() -> None:
+    probe = Probe(3)
+    with ag.set_multithreading_enabled(False):
+        got = [b.tolist() async for b in data.DataLoader(probe, batch_size=2)]
+    assert got == [[0, 1], [2]]
+    assert probe.threads == {threading.get_ident()}

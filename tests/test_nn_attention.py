@@ -314,3 +314,27 @@ def test_encoder_layers_are_independent_copies() -> None:
 def test_encoder_layer_bad_activation() -> None:
     with pytest.raises(RuntimeError, match="relu/gelu"):
         nn.TransformerEncoderLayer(8, 2, activation="tanh")
+
+
+# ---- finite differences ----
+
+def test_sdpa_gradcheck_with_a_float_mask_and_causal() -> None:
+    rng = np.random.default_rng(0)
+    q, k, v = (ag.tensor(rng.standard_normal((2, 3, 4)), requires_grad=True)
+               for _ in range(3))
+    mask = ag.tensor(rng.standard_normal((3, 3)))
+    assert ag.gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, mask),
+                        (q, k, v))
+    assert ag.gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c,
+                                                                       is_causal=True),
+                        (q, k, v))
+
+
+def test_float64_encoder_layer_gradcheck() -> None:
+    ag.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.0,
+                                       activation="gelu", dtype=ag.float64)
+    assert all(p.dtype == np.float64 for p in layer.parameters())
+    x = ag.tensor(np.random.default_rng(1).standard_normal((3, 2, 4)), requires_grad=True)
+    padding = ag.tensor(np.array([[False, False, True], [False, False, False]]))
+    assert ag.gradcheck(lambda t: layer(t, src_key_padding_mask=padding), (x,))

@@ -198,3 +198,17 @@ async def test_lstm_trains_with_await_backward() -> None:
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.3 * losses[0]
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU"])
+def test_float64_gradcheck(cls: str) -> None:
+    ag.manual_seed(0)
+    module = getattr(nn, cls)(2, 3, num_layers=2, bidirectional=True, dtype=ag.float64)
+    rng = np.random.default_rng(1)
+    x = ag.tensor(rng.standard_normal((4, 2, 2)), requires_grad=True)
+    h = ag.tensor(rng.standard_normal((4, 2, 3)), requires_grad=True)
+    if cls == "LSTM":
+        c = ag.tensor(rng.standard_normal((4, 2, 3)), requires_grad=True)
+        assert ag.gradcheck(lambda a, b, d: module(a, (b, d))[0], (x, h, c))
+    else:
+        assert ag.gradcheck(lambda a, b: module(a, b)[0], (x, h))
