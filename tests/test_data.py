@@ -357,3 +357,9 @@ async def test_async_for_without_multithreading_loads_on_the_callers_thread() ->
         got = [b.tolist() async for b in data.DataLoader(probe, batch_size=2)]
     assert got == [[0, 1], [2]]
     assert probe.threads == {threading.get_ident()}
+
+
+def test_random_sampler_refuses_other_generators() -> None:
+    ds, _ = _tensor_datasets()
+    with pytest.raises(TypeError, match="generator"):
+        data.DataLoader(ds, shuffle=True, generator=torch.Generator())

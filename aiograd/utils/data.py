@@ -41,9 +41,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy
 
-from .. import _tensor
 from .._ops.joining import stack
-from .._tensor import Tensor, tensor
+from .._tensor import Tensor, rand, tensor
 from ..engine.offload import PendingOffload
 
 __all__ = [
@@ -121,20 +120,27 @@ class SequentialSampler(Sampler[int]):
         return len(self.data_source)
 
 
-def _permutation_source(generator: Any) -> Any:
-    """The generator a RandomSampler draws from: ``generator`` if given (anything with
-    NumPy's ``permutation``/``integers``), else a new one seeded from aiograd's global
-    generator (seeded by :func:`aiograd.manual_seed`), as PyTorch draws a seed per epoch."""
-    if generator is not None:
-        return generator
-    return numpy.random.default_rng(int(_tensor._rng.integers(0, 2**63)))
+def _generator_types() -> tuple[type, ...]:
+    """What ``generator=`` may be: a ``numpy.random.Generator``, or an
+    ``aiograd.Generator`` where aiograd has one."""
+    import aiograd  # at call time: this module is imported while aiograd is
+
+    own = getattr(aiograd, "Generator", None)
+    return (numpy.random.Generator,) if own is None else (numpy.random.Generator, own)
+
+
+def _uniform(n: int, generator: Any) -> numpy.ndarray:
+    """``n`` float64 draws from U(0, 1) of ``generator`` (None: aiograd's global
+    generator, the one :func:`aiograd.manual_seed` seeds), as ``aiograd.rand`` draws."""
+    return rand(n, dtype=numpy.float64, generator=generator).numpy()
 
 
 class RandomSampler(Sampler[int]):
     """A random permutation of the indices each epoch, or with ``replacement``
-    ``num_samples`` indices drawn uniformly. ``generator``: a ``numpy.random.Generator``
-    (its state advances each epoch); without it each epoch draws a seed from aiograd's
-    global generator, so :func:`aiograd.manual_seed` makes the order reproducible."""
+    ``num_samples`` indices drawn uniformly, with the draws of ``aiograd.rand``: from
+    ``generator`` (a ``numpy.random.Generator`` or an ``aiograd.Generator``; its state
+    advances each epoch) or aiograd's global generator, so :func:`aiograd.manual_seed`
+    makes the order reproducible."""
 
     def __init__(self, data_source: Any, replacement: bool = False,
                  num_samples: int | None = None, generator: Any = None) -> None:
@@ -148,22 +154,22 @@ class RandomSampler(Sampler[int]):
         if not isinstance(self.num_samples, int) or self.num_samples <= 0:
             raise ValueError("num_samples should be a positive integer value, but got "
                              f"num_samples={self.num_samples}")
-        if generator is not None and not hasattr(generator, "permutation"):
-            raise TypeError("RandomSampler(): generator must be a numpy.random.Generator, "
-                            f"not {type(generator).__name__}")
+        if generator is not None and not isinstance(generator, _generator_types()):
+            raise TypeError("RandomSampler(): generator must be a numpy.random.Generator or "
+                            f"an aiograd.Generator, not {type(generator).__name__}")
 
     @property
     def num_samples(self) -> int:
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self) -> Iterator[int]:
-        gen = _permutation_source(self.generator)
         n = len(self.data_source)
         if self.replacement:
-            return iter(gen.integers(0, n, size=self.num_samples).tolist())
+            draws = _uniform(self.num_samples, self.generator) * n
+            return iter(numpy.minimum(draws.astype(numpy.int64), n - 1).tolist())
         order: list[int] = []
-        while len(order) < self.num_samples:
-            order += gen.permutation(n).tolist()
+        while len(order) < self.num_samples:  # a uniform permutation: the ranks of n draws
+            order += numpy.argsort(_uniform(n, self.generator), kind="stable").tolist()
         return iter(order[:self.num_samples])
 
     def __len__(self) -> int:
