@@ -363,3 +363,37 @@ def test_random_sampler_refuses_other_generators() -> None:
     ds, _ = _tensor_datasets()
     with pytest.raises(TypeError, match="generator"):
         data.DataLoader(ds, shuffle=True, generator=torch.Generator())
+
+
+def test_subset_and_concat_dataset_match_torch() -> None:
+    ds, tds = _tensor_datasets(6)
+    sub, tsub = data.Subset(ds, [4, 0, 2]), tdata.Subset(tds, [4, 0, 2])
+    assert len(sub) == len(tsub) == 3
+    assert [_plain(list(sub[i])) for i in range(3)] == [_plain(list(tsub[i])) for i in range(3)]
+    both, tboth = ds + sub, tds + tsub
+    assert isinstance(both, data.ConcatDataset) and len(both) == len(tboth) == 9
+    for i in [0, 5, 6, 8, -1, -9]:
+        assert _plain(list(both[i])) == _plain(list(tboth[i])), i
+    assert both.cumulative_sizes == tboth.cumulative_sizes
+    loaded = [b[1].tolist() for b in data.DataLoader(both, batch_size=4)]
+    assert loaded == [[0, 1, 2, 3], [4, 5, 4, 0], [2]]
+
+
+@pytest.mark.parametrize("lengths", [[3, 7], [0.3, 0.7], [0.25, 0.25, 0.5], [0.33, 0.33, 0.34]])
+def test_random_split_sizes_match_torch_and_cover_the_dataset(lengths: list[Any]) -> None:
+    ds, tds = _tensor_datasets(10)
+    parts = data.random_split(ds, lengths, generator=np.random.default_rng(0))
+    tparts = tdata.random_split(tds, lengths)
+    assert [len(p) for p in parts] == [len(p) for p in tparts]
+    indices = [i for p in parts for i in p.indices]
+    assert sorted(indices) == list(range(10)) and indices != list(range(10))
+    again = data.random_split(ds, lengths, generator=np.random.default_rng(0))
+    assert [p.indices for p in again] == [p.indices for p in parts]
+
+
+def test_random_split_bad_lengths_raise_torchs_error() -> None:
+    ds, tds = _tensor_datasets(10)
+    with pytest.raises(ValueError) as theirs:
+        tdata.random_split(tds, [3, 3])
+    with pytest.raises(ValueError, match=str(theirs.value)):
+        data.random_split(ds, [3, 3])

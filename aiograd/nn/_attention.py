@@ -218,9 +218,8 @@ class MultiheadAttention(Module):
         """
         if is_causal and attn_mask is None:
             raise RuntimeError(
-                "Need attn_mask if specifying the is_causal hint. You may use the "
-                "Transformer module method `generate_square_subsequent_mask` to create "
-                "this mask.")
+                "Need attn_mask if specifying the is_causal hint: pass the causal mask too, "
+                "e.g. attn_mask=aiograd.full((L, L), float('-inf')).triu(1)")
         batched = query.ndim == 3
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise ValueError(

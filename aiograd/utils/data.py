@@ -34,7 +34,10 @@ Note [DataLoader prefetch]
 
 from __future__ import annotations
 
+import bisect
 import collections.abc
+import itertools
+import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -47,14 +50,17 @@ from ..engine.offload import PendingOffload
 
 __all__ = [
     "BatchSampler",
+    "ConcatDataset",
     "DataLoader",
     "Dataset",
     "IterableDataset",
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
+    "Subset",
     "TensorDataset",
     "default_collate",
+    "random_split",
 ]
 
 T_co = TypeVar("T_co", covariant=True)
@@ -67,6 +73,9 @@ class Dataset(Generic[T_co]):
 
     def __getitem__(self, index: Any) -> T_co:
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
+
+    def __add__(self, other: Dataset[T_co]) -> ConcatDataset[T_co]:
+        return ConcatDataset([self, other])
 
 
 class IterableDataset(Dataset[T_co]):
@@ -96,6 +105,74 @@ class TensorDataset(Dataset[tuple[Tensor, ...]]):
 
     def __len__(self) -> int:
         return self.tensors[0].shape[0] if self.tensors else 0
+
+
+class Subset(Dataset[T_co]):
+    """The samples of ``dataset`` at ``indices``, in that order."""
+
+    def __init__(self, dataset: Dataset[T_co], indices: Sequence[int]) -> None:
+        self.dataset = dataset
+        self.indices = indices
+
+    def __getitem__(self, index: Any) -> T_co:
+        if isinstance(index, list):
+            return self.dataset[[self.indices[i] for i in index]]
+        return self.dataset[self.indices[index]]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class ConcatDataset(Dataset[T_co]):
+    """The samples of each of ``datasets`` in turn (``dataset_a + dataset_b``)."""
+
+    def __init__(self, datasets: Iterable[Dataset[T_co]]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("datasets should not be an empty iterable")
+        for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise ValueError("ConcatDataset does not support IterableDataset")
+        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
+
+    def __len__(self) -> int:
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, index: int) -> T_co:
+        if index < 0:
+            if -index > len(self):
+                raise ValueError("absolute value of index should not exceed dataset length")
+            index += len(self)
+        which = bisect.bisect_right(self.cumulative_sizes, index)
+        start = self.cumulative_sizes[which - 1] if which else 0
+        return self.datasets[which][index - start]
+
+
+def random_split(dataset: Dataset[T_co], lengths: Sequence[int | float],
+                 generator: Any = None) -> list[Subset[T_co]]:
+    """Split ``dataset`` into non-overlapping random Subsets of ``lengths``, as PyTorch's:
+    lengths are counts summing to ``len(dataset)``, or fractions summing to 1 (the
+    remainder spread one by one over the first parts). The permutation is drawn as
+    :class:`RandomSampler` draws it, from ``generator`` or aiograd's global generator."""
+    n = len(dataset)  # type: ignore[arg-type]
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        counts = []
+        for i, frac in enumerate(lengths):
+            if not 0 <= frac <= 1:
+                raise ValueError(f"Fraction at index {i} is not between 0 and 1")
+            counts.append(int(math.floor(n * frac)))
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
+    if sum(lengths) != n:
+        raise ValueError(
+            "Sum of input lengths does not equal the length of the input dataset!")
+    if generator is not None and not isinstance(generator, _generator_types()):
+        raise TypeError("random_split(): generator must be a numpy.random.Generator or an "
+                        f"aiograd.Generator, not {type(generator).__name__}")
+    order = _permutation(n, generator)
+    bounds = list(itertools.accumulate(int(k) for k in lengths))
+    return [Subset(dataset, order[end - int(k):end]) for k, end in zip(lengths, bounds)]
 
 
 # ---- samplers ----
@@ -135,6 +212,11 @@ def _uniform(n: int, generator: Any) -> numpy.ndarray:
     return rand(n, dtype=numpy.float64, generator=generator).numpy()
 
 
+def _permutation(n: int, generator: Any) -> list[int]:
+    """A uniform random permutation of ``range(n)``: the ranks of ``n`` uniform draws."""
+    return numpy.argsort(_uniform(n, generator), kind="stable").tolist()
+
+
 class RandomSampler(Sampler[int]):
     """A random permutation of the indices each epoch, or with ``replacement``
     ``num_samples`` indices drawn uniformly, with the draws of ``aiograd.rand``: from
@@ -168,8 +250,8 @@ class RandomSampler(Sampler[int]):
             draws = _uniform(self.num_samples, self.generator) * n
             return iter(numpy.minimum(draws.astype(numpy.int64), n - 1).tolist())
         order: list[int] = []
-        while len(order) < self.num_samples:  # a uniform permutation: the ranks of n draws
-            order += numpy.argsort(_uniform(n, self.generator), kind="stable").tolist()
+        while len(order) < self.num_samples:
+            order += _permutation(n, self.generator)
         return iter(order[:self.num_samples])
 
     def __len__(self) -> int:
