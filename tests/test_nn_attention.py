@@ -132,8 +132,10 @@ def test_sdpa_is_causal_with_a_mask_is_refused() -> None:
     q = ag.randn(2, 3, 4)
     with pytest.raises(RuntimeError, match="is_causal"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=ag.ones(3, 3), is_causal=True)
-    with pytest.raises(TypeError, match="query"):
+    with pytest.raises(TypeError, match="scaled_dot_product_attention.*'query'"):
         F.scaled_dot_product_attention(np.ones((3, 4)), q, q)
+    with pytest.raises(TypeError, match="scaled_dot_product_attention.*'attn_mask'"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=np.ones((3, 3), dtype=bool))
 
 
 # ---- MultiheadAttention ----
@@ -258,6 +260,10 @@ def test_multihead_attention_errors() -> None:
         nn.MultiheadAttention(8, 3)
     with pytest.raises(NotImplementedError, match="add_bias_kv"):
         nn.MultiheadAttention(8, 2, add_bias_kv=True)
+    with pytest.raises(TypeError, match="MultiheadAttention.*'key_padding_mask'"):
+        mha(x, x, x, key_padding_mask=np.zeros((2, 4), dtype=bool))
+    with pytest.raises(TypeError, match="MultiheadAttention.*'query'"):
+        mha(np.zeros((4, 2, 8)), x, x)
 
 
 # ---- the Transformer encoder ----

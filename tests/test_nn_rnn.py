@@ -179,6 +179,10 @@ def test_shape_errors() -> None:
         nn.RNN(3, 4, nonlinearity="sigmoid")
     with pytest.raises(NotImplementedError, match="proj_size"):
         nn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(TypeError, match="LSTMCell: hx"):
+        nn.LSTMCell(3, 4)(ag.randn(2, 3), np.zeros((2, 4)))
+    with pytest.raises(TypeError, match="GRU: input"):
+        nn.GRU(3, 4)(np.zeros((5, 2, 3)))
 
 
 @pytest.mark.anyio

@@ -44,6 +44,15 @@ __all__ = [
 
 # ---- the attention core ----
 
+def _check_tensors(fn: str, **args: Any) -> None:
+    """TypeError naming ``fn`` and the argument for any of ``args`` that is neither a
+    Tensor nor None."""
+    for name, value in args.items():
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(
+                f"{fn}: argument '{name}' must be Tensor, not {type(value).__name__}")
+
+
 def _additive(mask: Tensor, dtype: Any, attend_when_true: bool) -> Tensor:
     """A boolean or float mask as an additive float mask of ``dtype``.
     See Note [Attention masks]."""
@@ -96,11 +105,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     (dim -3) than ``query`` are shared by groups of query heads. See Note [Attention
     masks] for fully masked rows.
     """
+    _check_tensors("scaled_dot_product_attention()", query=query, key=key, value=value,
+                   attn_mask=attn_mask)
     for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, Tensor):
-            raise TypeError(
-                f"scaled_dot_product_attention(): argument '{name}' must be Tensor, not "
-                f"{type(t).__name__}")
         if t.ndim < 2:
             raise ValueError(
                 f"scaled_dot_product_attention(): {name} must have at least 2 dims, got "
@@ -220,6 +227,8 @@ class MultiheadAttention(Module):
             raise RuntimeError(
                 "Need attn_mask if specifying the is_causal hint: pass the causal mask too, "
                 "e.g. attn_mask=aiograd.full((L, L), float('-inf')).triu(1)")
+        _check_tensors("MultiheadAttention.forward()", query=query, key=key, value=value,
+                       key_padding_mask=key_padding_mask, attn_mask=attn_mask)
         batched = query.ndim == 3
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise ValueError(

@@ -356,6 +356,11 @@ class _CellBase(Module):
             state: State = (h0, h0) if self._has_cell else (h0,)
         else:
             state = tuple(hx) if self._has_cell else (hx,)
+            if len(state) != (2 if self._has_cell else 1) or not all(
+                    isinstance(t, Tensor) for t in state):
+                raise TypeError(f"{name}: hx must be "
+                                + ("a tuple (h_0, c_0) of two Tensors" if self._has_cell
+                                   else "a Tensor") + f", not {type(hx).__name__}")
             if not batched:
                 state = tuple(s.unsqueeze(0) for s in state)
         gi = linear(input, self.weight_ih, self.bias_ih)
