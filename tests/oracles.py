@@ -94,3 +94,25 @@ def raises_like(fn: Callable[[], Any], torch_fn: Callable[[], Any]) -> None:
         torch_fn()
     with pytest.raises(type(expected.value), match=re.escape(str(expected.value))):
         fn()
+
+
+def check_module_on_fake_device(fake_backend: Any, make: Any, call: Any,
+                                inputs: list[np.ndarray]) -> None:
+    """``make()`` moved to fake:1 gives the CPU's outputs and gradients, all on fake:1."""
+    ag.manual_seed(0)
+    cpu = make()
+    dev = make()
+    dev.load_state_dict(cpu.state_dict())
+    dev.to("fake:1")
+    results = []
+    for module, device in ((cpu, "cpu"), (dev, "fake:1")):
+        xs = [ag.tensor(a, device=device, requires_grad=a.dtype.kind == "f") for a in inputs]
+        out = call(module, *xs)
+        assert out.device is ag.device(device)
+        ag.backward_sync(out.sum())
+        grads = [p.grad for p in module.parameters()] + [x.grad for x in xs if x.requires_grad]
+        assert all(g.device is ag.device(device) for g in grads)
+        results.append([out] + grads)
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(fake_backend.to_host(theirs.data), ours.detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from oracles import check_module_on_fake_device
 
 import aiograd as ag
 from aiograd import nn
@@ -344,3 +345,14 @@ def test_float64_encoder_layer_gradcheck() -> None:
     x = ag.tensor(np.random.default_rng(1).standard_normal((3, 2, 4)), requires_grad=True)
     padding = ag.tensor(np.array([[False, False, True], [False, False, False]]))
     assert ag.gradcheck(lambda t: layer(t, src_key_padding_mask=padding), (x,))
+
+
+# ---- another device ----
+
+def test_attention_stays_on_its_device(fake_backend: Any) -> None:
+    padding = np.zeros((2, 5), dtype=bool)
+    padding[0, -2:] = True
+    check_module_on_fake_device(
+        fake_backend,
+        lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+        lambda m, x, p: m(x, src_key_padding_mask=p), [_randn(2, 5, 8, seed=1), padding])

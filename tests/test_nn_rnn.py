@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from oracles import check_module_on_fake_device
 
 import aiograd as ag
 from aiograd import nn
@@ -216,3 +217,27 @@ def test_float64_gradcheck(cls: str) -> None:
         assert ag.gradcheck(lambda a, b, d: module(a, (b, d))[0], (x, h, c))
     else:
         assert ag.gradcheck(lambda a, b: module(a, b)[0], (x, h))
+
+
+# ---- another device ----
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU", "RNN"])
+def test_recurrent_layers_stay_on_their_device(fake_backend: Any, cls: str) -> None:
+    check_module_on_fake_device(
+        fake_backend, lambda: getattr(nn, cls)(3, 4, num_layers=2, bidirectional=True),
+        lambda m, x: m(x)[0], [_randn(5, 2, 3, seed=1)])
+
+
+@pytest.mark.parametrize("name", ["RMSprop", "Adagrad"])
+def test_optimizers_step_on_the_parameters_device(fake_backend: Any, name: str) -> None:
+    finals = []
+    for device in ("cpu", "fake:1"):
+        p = ag.tensor(_randn(3, 4, seed=1), device=device, requires_grad=True)
+        opt = getattr(ag.optim, name)([p], lr=0.1)
+        for k in range(3):
+            p.grad = ag.tensor(_randn(3, 4, seed=10 + k), device=device)
+            opt.step()
+        assert all(v.device is ag.device("cpu" if key == "step" else device)
+                   for key, v in opt.state[p].items())
+        finals.append(fake_backend.to_host(p.data) if device != "cpu" else p.detach().numpy())
+    np.testing.assert_allclose(finals[1], finals[0], rtol=1e-6)
