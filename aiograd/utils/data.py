@@ -23,7 +23,9 @@ Note [DataLoader prefetch]
     - ``await it.aclose()`` (or ``contextlib.aclosing``): a fetch that has not started
       never runs; a running one is waited for (shielded), so nothing of the loader runs
       once ``aclose`` returns;
-    - a cancelled ``__anext__`` does the same, then closes the iterator;
+    - a cancelled ``__anext__`` does the same, then closes the iterator; an exception
+      from the sampler, the dataset or ``collate_fn`` is raised by ``__anext__`` and
+      closes it too;
     - leaving ``async for`` with ``break`` drops the iterator: its fetch, if it has not
       started, never runs; a running one ends on the worker and its batch is dropped.
       Nothing is left behind either way: no task, no thread of its own.
