@@ -356,3 +356,33 @@ def test_attention_stays_on_its_device(fake_backend: Any) -> None:
         fake_backend,
         lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
         lambda m, x, p: m(x, src_key_padding_mask=p), [_randn(2, 5, 8, seed=1), padding])
+
+
+# ---- node names ----
+
+def _node_names(out: Any) -> list[str | None]:
+    items = out if isinstance(out, tuple) else (out,)
+    return [None if t is None else type(t.grad_fn).__name__ for t in items]
+
+
+@pytest.mark.parametrize(("kwargs", "call", "shape"), [
+    ({}, {}, (5, 2, 8)),
+    ({"batch_first": True}, {}, (2, 5, 8)),
+    ({}, {}, (5, 8)),
+    ({}, {"average_attn_weights": False}, (5, 2, 8)),
+    ({"batch_first": True}, {"need_weights": False}, (2, 5, 8)),
+])
+def test_multihead_attention_outputs_nodes_are_torchs(kwargs: dict[str, Any],
+                                                       call: dict[str, Any],
+                                                       shape: tuple[int, ...]) -> None:
+    ours, theirs = _mha_pair(**kwargs)
+    x, tx = _pair(_randn(*shape, seed=1))
+    assert _node_names(ours(x, x, x, **call)) == _node_names(theirs(tx, tx, tx, **call))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_layer_output_node_is_torchs(norm_first: bool) -> None:
+    kwargs = {"dim_feedforward": 16, "norm_first": norm_first}
+    x, tx = _pair(_randn(5, 2, 8, seed=1))
+    assert (_node_names(nn.TransformerEncoderLayer(8, 2, **kwargs)(x))
+            == _node_names(torch.nn.TransformerEncoderLayer(8, 2, **kwargs)(tx)))

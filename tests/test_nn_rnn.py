@@ -241,3 +241,26 @@ def test_optimizers_step_on_the_parameters_device(fake_backend: Any, name: str) 
                    for key, v in opt.state[p].items())
         finals.append(fake_backend.to_host(p.data) if device != "cpu" else p.detach().numpy())
     np.testing.assert_allclose(finals[1], finals[0], rtol=1e-6)
+
+
+# ---- node names ----
+
+def _node_names(out: Any) -> list[str]:
+    return [type(t.grad_fn).__name__ for t in _flat(out)]
+
+
+@pytest.mark.parametrize(("cls", "shape"), [("GRU", (5, 2, 3)), ("RNN", (5, 2, 3)),
+                                            ("LSTMCell", (2, 3)), ("GRUCell", (2, 3)),
+                                            ("RNNCell", (2, 3))])
+def test_result_nodes_are_torchs(cls: str, shape: tuple[int, ...]) -> None:
+    ours, theirs = _loaded(cls, 3, 4)
+    x, tx = _pair(_randn(*shape, seed=1))
+    assert _node_names(ours(x)) == _node_names(theirs(tx))
+
+
+def test_lstm_state_nodes_are_torchs() -> None:
+    """h_n and c_n; torch's output comes from its fused CPU kernel (MkldnnRnnLayerBackward0),
+    aiograd's from stacking the steps (StackBackward0)."""
+    ours, theirs = _loaded("LSTM", 3, 4)
+    x, tx = _pair(_randn(5, 2, 3, seed=1))
+    assert _node_names(ours(x))[1:] == _node_names(theirs(tx))[1:]

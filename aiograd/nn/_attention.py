@@ -4,7 +4,9 @@ Transformer encoder built on them.
 Everything here composes differentiable tensor ops (matmul, softmax, masked_fill,
 dropout, linear, layer_norm), so backward needs nothing of its own; the node names
 are those of the composed ops, not PyTorch's fused kernels'
-(``ScaledDotProductFlashAttentionForCpuBackward0``).
+(``ScaledDotProductFlashAttentionForCpuBackward0``). MultiheadAttention follows
+PyTorch's layout (sequence first, heads folded into the batch dim) and its last ops,
+so its results carry PyTorch's nodes.
 
 Note [Attention masks]
     Two conventions meet here, as in PyTorch. ``scaled_dot_product_attention``'s
@@ -197,7 +199,7 @@ class MultiheadAttention(Module):
             init.zeros_(self.out_proj.bias)
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor) -> list[Tensor]:
-        """The input projections of batch-first ``query``, ``key`` and ``value``."""
+        """The input projections of ``query``, ``key`` and ``value`` (any layout)."""
         biases: list[Tensor | None] = [None, None, None]
         if self.in_proj_bias is not None:
             biases = list(self.in_proj_bias.chunk(3))
@@ -235,41 +237,46 @@ class MultiheadAttention(Module):
                 "MultiheadAttention: query, key and value must all be 3-D (batched) or 2-D "
                 f"(unbatched), got shapes {tuple(query.shape)}, {tuple(key.shape)} and "
                 f"{tuple(value.shape)}")
+        # PyTorch's layout, so the outputs' nodes are PyTorch's: sequence first inside,
+        # (N * heads) folded into the batch dim of the attention.
         if not batched:
-            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif not self.batch_first:
+        elif self.batch_first:
             same_kv = key is value
             same_qk = query is key
-            query = query.transpose(0, 1)
-            key = query if same_qk else key.transpose(0, 1)
-            value = key if same_kv else value.transpose(0, 1)
+            query = query.transpose(1, 0)
+            key = query if same_qk else key.transpose(1, 0)
+            value = key if same_kv else value.transpose(1, 0)
         if query.shape[-1] != self.embed_dim:
             raise AssertionError(
                 f"was expecting embedding dimension of {self.embed_dim}, but got "
                 f"{query.shape[-1]}")
-        batch, length, source = query.shape[0], query.shape[1], key.shape[1]
-        heads, head_dim = self.num_heads, self.head_dim
-        q, k, v = [x.unflatten(-1, (heads, head_dim)).transpose(1, 2)
+        length, batch = query.shape[0], query.shape[1]
+        source = key.shape[0]
+        folded = batch * self.num_heads
+        q, k, v = [x.reshape(x.shape[0], folded, self.head_dim).transpose(0, 1)
                    for x in self._project(query, key, value)]
         mask = self._merged_mask(attn_mask, key_padding_mask, q.dtype, batch, length, source)
         out, weights = _attend(q, k, v, mask, self.dropout if self.training else 0.0,
-                               1.0 / math.sqrt(head_dim))
-        out = self.out_proj(out.transpose(1, 2).reshape(batch, length, self.embed_dim))
+                               1.0 / math.sqrt(self.head_dim))
+        out = out.transpose(0, 1).reshape(length * batch, self.embed_dim)
+        out = self.out_proj(out).view(length, batch, self.embed_dim)
         if not batched:
-            out = out.squeeze(0)
-        elif not self.batch_first:
-            out = out.transpose(0, 1)
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(1, 0)
         if not need_weights:
             return out, None
+        weights = weights.view(batch, self.num_heads, length, source)
         if average_attn_weights:
             weights = weights.mean(dim=1)
         return out, weights if batched else weights.squeeze(0)
 
     def _merged_mask(self, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
                      dtype: Any, batch: int, length: int, source: int) -> Tensor | None:
-        """One additive mask broadcasting to ``(N, heads, L, S)``, or None."""
+        """One additive mask broadcasting to ``(N * heads, L, S)``, or None."""
         mask = None
         if attn_mask is not None:
             mask = _additive(attn_mask, dtype, False)
@@ -281,14 +288,14 @@ class MultiheadAttention(Module):
                 raise RuntimeError(
                     f"The shape of the {mask.ndim}D attn_mask is {tuple(mask.shape)}, but "
                     f"should be {expected}.")
-            if mask.ndim == 3:
-                mask = mask.view(batch, self.num_heads, length, source)
         if key_padding_mask is not None:
             if tuple(key_padding_mask.shape) != (batch, source):
                 raise AssertionError(
                     f"expecting key_padding_mask shape of {(batch, source)}, but got "
                     f"{tuple(key_padding_mask.shape)}")
             padding = _additive(key_padding_mask, dtype, False).view(batch, 1, 1, source)
+            padding = padding.expand(batch, self.num_heads, 1, source).reshape(
+                batch * self.num_heads, 1, source)
             mask = padding if mask is None else mask + padding
         return mask
 

@@ -4,7 +4,9 @@ Each time step composes differentiable tensor ops (linear, sigmoid, tanh, mul, a
 so backward needs nothing of its own: backpropagation through time is the graph
 the steps record. The input-to-hidden product of a whole layer is one matmul over
 the sequence, done before the time loop; only the hidden-to-hidden product runs per
-step. Node names are the composed ops', not PyTorch's fused kernels'.
+step. Node names are the composed ops'; the results' last ops are PyTorch's (outputs
+and states stacked: ``StackBackward0``), except where PyTorch's fused CPU LSTM kernel
+records ``MkldnnRnnLayerBackward0`` for the LSTM's output.
 
 Parameters carry PyTorch's names, shapes, order and gate layout, so a PyTorch
 state_dict loads: ``weight_ih_l{k}`` ``(G * hidden_size, input)``, ``weight_hh_l{k}``
