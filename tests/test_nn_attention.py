@@ -265,6 +265,8 @@ def test_multihead_attention_errors() -> None:
         mha(x, x, x, key_padding_mask=np.zeros((2, 4), dtype=bool))
     with pytest.raises(TypeError, match="MultiheadAttention.*'query'"):
         mha(np.zeros((4, 2, 8)), x, x)
+    with pytest.raises(TypeError, match="MultiheadAttention.*key_padding_mask of dtype"):
+        mha(x, x, x, key_padding_mask=ag.zeros(2, 4, dtype=ag.int64))
 
 
 # ---- the Transformer encoder ----

@@ -55,16 +55,16 @@ def _check_tensors(fn: str, **args: Any) -> None:
                 f"{fn}: argument '{name}' must be Tensor, not {type(value).__name__}")
 
 
-def _additive(mask: Tensor, dtype: Any, attend_when_true: bool) -> Tensor:
-    """A boolean or float mask as an additive float mask of ``dtype``.
-    See Note [Attention masks]."""
+def _additive(mask: Tensor, dtype: Any, attend_when_true: bool, fn: str, name: str) -> Tensor:
+    """A boolean or float mask as an additive float mask of ``dtype``; ``fn`` and ``name``
+    (the function and argument) for the error. See Note [Attention masks]."""
     if mask.dtype.kind == "b":
         blocked = mask.logical_not() if attend_when_true else mask
         return zeros(*mask.shape, dtype=dtype, device=mask.device).masked_fill(
             blocked, float("-inf"))
     if mask.dtype.kind != "f":
         raise TypeError(
-            f"attention: expected attn_mask of dtype bool or float, but got {mask.dtype}")
+            f"{fn}: expected {name} of dtype bool or float, but got {mask.dtype}")
     return mask.to(dtype)
 
 
@@ -132,13 +132,18 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     length, source = query.shape[-2], key.shape[-2]
     if is_causal:
         attn_mask = ones(length, source, dtype=numpy.bool_, device=query.device).tril()
-    mask = None if attn_mask is None else _additive(attn_mask, query.dtype, True)
+    mask = None
+    if attn_mask is not None:
+        mask = _additive(attn_mask, query.dtype, True, "scaled_dot_product_attention()",
+                         "attn_mask")
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     return _attend(query, key, value, mask, dropout_p, scale)[0]
 
 
 # ---- multi-head attention ----
+
+_MHA_FORWARD = "MultiheadAttention.forward()"
 
 class MultiheadAttention(Module):
     """``MultiheadAttention(embed_dim, num_heads, dropout=0.0, bias=True,
@@ -229,7 +234,7 @@ class MultiheadAttention(Module):
             raise RuntimeError(
                 "Need attn_mask if specifying the is_causal hint: pass the causal mask too, "
                 "e.g. attn_mask=aiograd.full((L, L), float('-inf')).triu(1)")
-        _check_tensors("MultiheadAttention.forward()", query=query, key=key, value=value,
+        _check_tensors(_MHA_FORWARD, query=query, key=key, value=value,
                        key_padding_mask=key_padding_mask, attn_mask=attn_mask)
         batched = query.ndim == 3
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
@@ -279,7 +284,7 @@ class MultiheadAttention(Module):
         """One additive mask broadcasting to ``(N * heads, L, S)``, or None."""
         mask = None
         if attn_mask is not None:
-            mask = _additive(attn_mask, dtype, False)
+            mask = _additive(attn_mask, dtype, False, _MHA_FORWARD, "attn_mask")
             if mask.ndim == 2:
                 expected: tuple[int, ...] = (length, source)
             else:
@@ -293,7 +298,8 @@ class MultiheadAttention(Module):
                 raise AssertionError(
                     f"expecting key_padding_mask shape of {(batch, source)}, but got "
                     f"{tuple(key_padding_mask.shape)}")
-            padding = _additive(key_padding_mask, dtype, False).view(batch, 1, 1, source)
+            padding = _additive(key_padding_mask, dtype, False, _MHA_FORWARD, "key_padding_mask")
+            padding = padding.view(batch, 1, 1, source)
             padding = padding.expand(batch, self.num_heads, 1, source).reshape(
                 batch * self.num_heads, 1, source)
             mask = padding if mask is None else mask + padding
