@@ -19,7 +19,7 @@ import math
 import numbers
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import numpy
@@ -507,18 +507,17 @@ class Tensor:
 
     # ---- differentiation ----
 
-    async def backward(
+    def backward(
         self,
         gradient: Any = None,
         retain_graph: bool | None = None,
         create_graph: bool = False,
         inputs: Any = None,
-    ) -> None:
-        """``await t.backward()``: see :func:`aiograd.backward`."""
-        from .autograd import backward
+    ) -> Awaitable[None]:
+        """``await t.backward()``: see :func:`aiograd.backward` and Note [Forgotten await]."""
+        from .autograd import _backward_call
 
-        await backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
-                       inputs=inputs)
+        return _backward_call(1, self, gradient, retain_graph, create_graph, inputs)
 
     def backward_sync(
         self,

@@ -12,12 +12,15 @@ import contextvars
 import functools
 import numbers
 import warnings
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy
 
+from ._await_check import Finished, FinishedGrads, track
 from ._tensor import Tensor, zeros_like
 from .engine import engine as _engine_mod
+from .engine._bridge import running_loop_library
 from .engine.engine import multithreading_enabled
 from .engine.graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .engine.input_buffer import CURRENT_STREAM, accumulate
@@ -275,20 +278,42 @@ def _results(gt: GraphTask, *, allow_unused: bool, zeros_for: list[Any] | None,
 
 # ---- backward ----
 
-async def backward(
+def backward(
     tensors: Any,
     grad_tensors: Any = None,
     retain_graph: bool | None = None,
     create_graph: bool = False,
     inputs: Any = None,
-) -> None:
+) -> Awaitable[None]:
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves.
 
-    ``await aiograd.backward(loss)``. Runs the graph on the device workers;
-    the event loop stays free. Cancelling the awaiting task stops the
-    backward (see docs/cancellation.md). ``inputs`` restricts accumulation to
-    those tensors (non-leaf inputs get ``.grad`` too).
+    ``await aiograd.backward(loss)``. Runs the graph on the device workers
+    (a small graph inline: Note [Inline small graphs]); the event loop stays
+    free. Cancelling the awaiting task stops the backward (see
+    docs/cancellation.md). ``inputs`` restricts accumulation to those
+    tensors (non-leaf inputs get ``.grad`` too). With no event loop running,
+    the pass runs to completion before this returns (Note [Forgotten await]).
     """
+    return _backward_call(1, tensors, grad_tensors, retain_graph, create_graph, inputs)
+
+
+def _backward_call(depth: int, *args: Any) -> Awaitable[None]:
+    """``backward(*args)`` for a user ``depth`` frames above the caller."""
+    if running_loop_library() is None:
+        backward_sync(*args)
+        return Finished(None)
+    return track(_backward_async, "backward()", depth + 1, *args)  # type: ignore[no-any-return]
+
+
+async def _backward_async(
+    started: Callable[[], None],
+    tensors: Any,
+    grad_tensors: Any,
+    retain_graph: bool | None,
+    create_graph: bool,
+    inputs: Any,
+) -> None:
+    started()
     made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
                       accumulate_grad=True, names=("tensors", "grad_tensors"))
     if made is not None:
@@ -335,7 +360,7 @@ def _grad_task(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool 
                                    create_graph=create_graph)
 
 
-async def grad(
+def grad(
     outputs: Any,
     inputs: Any,
     grad_outputs: Any = None,
@@ -343,17 +368,37 @@ async def grad(
     create_graph: bool = False,
     allow_unused: bool | None = None,
     materialize_grads: bool = False,
-) -> tuple[Tensor | None, ...]:
+) -> Awaitable[tuple[Tensor | None, ...]]:
     """The gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is not touched).
 
-    An input the outputs do not depend on raises, or with ``allow_unused``
-    gets None, or with ``materialize_grads`` zeros (requiring grad under
-    ``create_graph``), as in PyTorch.
+    ``await aiograd.grad(...)``. An input the outputs do not depend on
+    raises, or with ``allow_unused`` gets None, or with ``materialize_grads``
+    zeros (requiring grad under ``create_graph``), as in PyTorch. With no
+    event loop running, the pass runs before this returns, and the result is
+    the tuple of gradients itself, also awaitable (Note [Forgotten await]).
     """
+    args = (outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+            materialize_grads)
+    if running_loop_library() is None:
+        return FinishedGrads(grad_sync(*args))
+    return track(_grad_async, "grad()", 1, *args)  # type: ignore[no-any-return]
+
+
+async def _grad_async(
+    started: Callable[[], None],
+    outputs: Any,
+    inputs: Any,
+    grad_outputs: Any,
+    retain_graph: bool | None,
+    create_graph: bool,
+    allow_unused: bool | None,
+    materialize_grads: bool,
+) -> tuple[Tensor | None, ...]:
+    started()
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                     allow_unused, materialize_grads)
     await _engine_mod.get_engine().run_async(gt, ctx)
-    return results(gt)
+    return results(gt)  # type: ignore[no-any-return]
 
 
 def grad_sync(

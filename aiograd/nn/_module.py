@@ -58,6 +58,7 @@ from typing import Any
 import numpy
 
 from .. import devices
+from .._await_check import check_awaited
 from .._tensor import Tensor, tensor
 from ..graph import RemovableHandle
 from ._backward_hooks import BackwardHooks
@@ -605,7 +606,11 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Reset the ``.grad`` of every parameter: to None, or to zeros in place."""
+        """Reset the ``.grad`` of every parameter: to None, or to zeros in place.
+
+        Raises if a backward of this thread was never awaited (Note [Forgotten await]).
+        """
+        check_awaited()
         for p in self.parameters():
             _zero_grad(p, set_to_none)
 

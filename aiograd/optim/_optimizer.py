@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy
 
+from .._await_check import check_awaited
 from .._tensor import Tensor
 from ..grad_mode import enable_grad, no_grad
 from ..nn._module import _zero_grad
@@ -139,7 +140,11 @@ class Optimizer:
     # ---- gradients ----
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Reset every parameter's ``.grad``: to None, or to zeros in place."""
+        """Reset every parameter's ``.grad``: to None, or to zeros in place.
+
+        Raises if a backward of this thread was never awaited (Note [Forgotten await]).
+        """
+        check_awaited()
         for group in self.param_groups:
             for p in group["params"]:
                 _zero_grad(p, set_to_none)
@@ -153,6 +158,7 @@ class Optimizer:
         ``backward_sync``; in async code call ``await loss.backward()`` before
         ``step()`` instead. See Note [Optimizer steps write .data in place].
         """
+        check_awaited()  # Note [Forgotten await]
         loss = None
         if closure is not None:
             with enable_grad():

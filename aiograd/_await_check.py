@@ -1,0 +1,136 @@
+"""Note [Forgotten await]: a backward that is never awaited must not lose a step silently.
+
+``loss.backward()`` is PyTorch's most common habit. In aiograd ``backward``
+and ``grad`` are async, so inside a running loop the call alone only makes a
+coroutine; Python warns once ("never awaited") and the step trains nothing.
+So:
+
+- with no loop running on the calling thread, ``backward``/``grad`` run the
+  pass to completion there and return an already-finished awaitable (see
+  ``Finished``): scripts written the PyTorch way just work;
+- inside a running loop, the coroutine is *tracked* from its creation until
+  its body starts (awaited, or run by a task). ``check_awaited()`` — called by
+  ``Optimizer.step``/``zero_grad`` and ``Module.zero_grad`` — raises a RuntimeError naming the file and line of the
+  oldest call that was never started, and forgets (closes) them all.
+
+A coroutine that was closed before its body ran because its task was
+cancelled first is not a mistake; it is dropped without an error. Another
+``backward`` does not check: a task group may hold several backward
+coroutines that are handed to tasks but not started yet, and stepping
+before they ran is exactly the mistake the check is for.
+
+Thread rules: the tracked calls live in a per-thread table (the thread whose
+loop made them); a coroutine's body removes its own entry from the table it
+was registered in, whichever thread runs it. Entries are removed with
+``dict.pop``, atomic under the GIL.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import sys
+import threading
+from collections.abc import Coroutine, Generator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class _Tracked(threading.local):
+    def __init__(self) -> None:
+        # Invariant: every entry is a coroutine whose body has not started yet,
+        # with the "what at file:line" of the call that made it.
+        self.calls: dict[int, tuple[Coroutine[Any, Any, Any], str]] = {}
+
+
+_tracked = _Tracked()
+_tokens = itertools.count()
+
+
+def track(make: Any, what: str, depth: int, *args: Any) -> Any:
+    """``make(started, *args)``'s coroutine, tracked until its body calls ``started()``.
+
+    ``depth`` counts the frames from the caller of ``track`` to the user's
+    line (1: the caller's caller).
+    """
+    frame = sys._getframe(depth + 1)
+    calls = _tracked.calls
+    token = next(_tokens)
+
+    def started() -> None:
+        calls.pop(token, None)
+
+    coro = make(started, *args)
+    calls[token] = (coro, f"{what} called at {frame.f_code.co_filename}:{frame.f_lineno}")
+    return coro
+
+
+def check_awaited() -> None:
+    """Raise if a tracked backward/grad of this thread was never awaited (Note [Forgotten await])."""
+    calls = _tracked.calls
+    if not calls:
+        return
+    forgotten = []
+    for coro, where in list(calls.values()):
+        state = inspect.getcoroutinestate(coro)
+        if state == inspect.CORO_CREATED:
+            forgotten.append(where)
+            coro.close()  # no second, vaguer "never awaited" warning from Python
+        # CORO_CLOSED: its task was cancelled before it started, not a mistake
+    calls.clear()
+    if forgotten:
+        more = f" (and {len(forgotten) - 1} more)" if len(forgotten) > 1 else ""
+        raise RuntimeError(
+            f"{forgotten[0]}{more} was never awaited, so it computed no gradients. Inside async "
+            "code write 'await loss.backward()' (or 'await aiograd.grad(...)'); in a script "
+            "with no event loop running, 'loss.backward()' runs to completion by itself."
+        )
+
+
+class _Done(Coroutine[Any, Any, Any]):
+    """An already-finished coroutine: ``await`` (or ``asyncio.run``, or a task) gives
+    ``result()`` at once, without suspending. Not a native coroutine, so Python
+    never warns that it was not awaited: not awaiting it loses nothing."""
+
+    __slots__ = ()
+
+    def result(self) -> Any:
+        raise NotImplementedError
+
+    def send(self, value: Any) -> Any:
+        raise StopIteration(self.result())
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        raise typ if val is None else val
+
+    def close(self) -> None:
+        pass
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.result()
+        yield  # a generator: awaiting it finishes without suspending
+
+
+class Finished(_Done, Generic[T]):
+    """What ``backward`` returns when no loop runs on the calling thread: the pass is done."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+    def result(self) -> T:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"<finished aiograd backward: {self.value!r}>"
+
+
+class FinishedGrads(tuple, _Done):  # type: ignore[type-arg,misc]
+    """``grad()``'s result when no loop runs: the gradients as a tuple, also awaitable."""
+
+    __slots__ = ()
+
+    def result(self) -> tuple[Any, ...]:
+        return tuple(self)
