@@ -9,9 +9,10 @@ So:
   pass to completion there and return an already-finished awaitable (see
   ``Finished``): scripts written the PyTorch way just work;
 - inside a running loop, the coroutine is *tracked* from its creation until
-  its body starts (awaited, or run by a task). ``check_awaited()`` — called by
-  ``Optimizer.step``/``zero_grad`` and ``Module.zero_grad`` — raises a RuntimeError naming the file and line of the
-  oldest call that was never started, and forgets (closes) them all.
+  its body starts (awaited, or run by a task). ``check_awaited()``, called by
+  ``Optimizer.step``/``zero_grad`` and ``Module.zero_grad``, raises a
+  RuntimeError naming the file and line of the oldest call that was never
+  started, and forgets (closes) them all.
 
 A coroutine that was closed before its body ran because its task was
 cancelled first is not a mistake; it is dropped without an error. Another
@@ -67,7 +68,10 @@ def track(make: Any, what: str, depth: int, *args: Any) -> Any:
 
 
 def check_awaited() -> None:
-    """Raise if a tracked backward/grad of this thread was never awaited (Note [Forgotten await])."""
+    """Raise if a tracked backward/grad of this thread was never awaited.
+
+    See Note [Forgotten await].
+    """
     calls = _tracked.calls
     if not calls:
         return
