@@ -7,6 +7,9 @@
 from __future__ import annotations
 
 import functools
+import tomllib
+from importlib import metadata as _metadata
+from pathlib import Path
 from typing import Any
 
 from . import (
@@ -138,6 +141,20 @@ def _method_function(name: str) -> Any:
 
 globals().update({name: _method_function(name) for name in _METHOD_FUNCTIONS})
 
+def _version() -> str:
+    """The installed distribution's version; from a source tree, pyproject.toml's."""
+    try:
+        return _metadata.version("aiograd")
+    except _metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "0+unknown"
+
+
+__version__ = _version()
+
 # PyTorch's dtype names. Bound last: they shadow builtins in this module.
 bool = bool_  # noqa: A001
 double = float64
@@ -146,6 +163,7 @@ long = int64
 
 
 __all__ = [
+    "__version__",
     "Device",
     "Function",
     "FunctionCtx",

@@ -18,7 +18,7 @@ Note [Parameters are plain tensors]
     plain leaf Tensor (a copy of ``data``) and records its identity in a weak
     registry; ``isinstance(t, Parameter)`` consults that registry. The
     registry holds weak references only, so a parameter is freed as soon as
-    the last strong reference goes (see DESIGN: no reference cycles).
+    the last strong reference goes (the engine keeps no reference cycles).
     ``copy.deepcopy`` and ``pickle`` of a parameter (alone or inside a module)
     give a new registered parameter, as PyTorch's: a copy of the data with the
     same ``requires_grad``, and no grad or hooks. A reducer for Tensor
