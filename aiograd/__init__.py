@@ -80,7 +80,13 @@ from .grad_mode import (
     set_detect_anomaly,
     set_grad_enabled,
 )
-from .gradcheck import GradcheckError, gradcheck
+from .gradcheck import (
+    GradcheckError,
+    gradcheck,
+    gradcheck_async,
+    gradgradcheck,
+    gradgradcheck_async,
+)
 from .graph import get_gradient_edge, register_multi_grad_hook, saved_tensors_hooks
 from .utils.checkpoint import checkpoint
 
@@ -199,6 +205,9 @@ __all__ = [
     "grad",
     "grad_sync",
     "gradcheck",
+    "gradcheck_async",
+    "gradgradcheck",
+    "gradgradcheck_async",
     "graph",
     "half",
     "int16",

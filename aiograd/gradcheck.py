@@ -4,7 +4,14 @@
 Jacobian computed by backward (one vector-Jacobian product per output
 element, through :func:`aiograd.grad_sync`) with central finite differences.
 It returns True or raises ``GradcheckError`` naming the output, the input
-and the largest mismatch.
+and the largest mismatch. ``gradgradcheck`` does the same for the gradient
+of ``fn`` (computed with ``create_graph=True``), so it checks second order.
+
+The checks are blocking (they run thousands of tiny passes); inside async
+code ``await gradcheck_async(...)``/``await gradgradcheck_async(...)`` run
+the same check on aiograd's CPU worker (``aiograd.offload``) while the loop
+stays free. Calling the blocking form on a thread whose event loop runs
+raises a RuntimeError saying which awaitable to use instead.
 """
 
 from __future__ import annotations
@@ -15,12 +22,23 @@ from typing import Any
 import numpy
 
 from ._tensor import Tensor
+from .engine._bridge import running_loop_library
 
-__all__ = ["gradcheck", "GradcheckError"]
+__all__ = ["gradcheck", "gradcheck_async", "gradgradcheck", "gradgradcheck_async",
+           "GradcheckError"]
 
 
 class GradcheckError(RuntimeError):
     """The analytical and numerical Jacobians differ."""
+
+
+def _refuse_running_loop(name: str) -> None:
+    if running_loop_library() is not None:
+        raise RuntimeError(
+            f"{name}() blocks, and an event loop is running on this thread; use "
+            f"'await aiograd.{name}_async(...)' instead (same arguments), which runs the "
+            "check on aiograd's CPU worker"
+        )
 
 
 def _as_tuple(x: Any) -> tuple[Any, ...]:
@@ -65,11 +83,13 @@ def gradcheck(
     """Check the gradients of ``fn`` at ``inputs`` against finite differences.
 
     Inputs that require grad must be float64 (a float32 check is too coarse
-    to mean anything); other inputs are passed through unchanged.
+    to mean anything); other inputs are passed through unchanged. Blocking:
+    in async code use :func:`gradcheck_async`.
     """
     from .autograd import grad_sync
     from .grad_mode import no_grad
 
+    _refuse_running_loop("gradcheck")
     inputs = _as_tuple(inputs)
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not diff:
@@ -114,3 +134,71 @@ def gradcheck(
                     f"difference {worst:.3g}\nnumerical:{num}\nanalytical:{ana}"
                 )
     return True
+
+
+def gradgradcheck(
+    fn: Callable[..., Any],
+    inputs: Any,
+    grad_outputs: Any = None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> bool:
+    """Check the second derivatives of ``fn`` at ``inputs`` against finite differences.
+
+    As PyTorch's: runs :func:`gradcheck` on ``(inputs, grad_outputs) ->
+    grad(fn(inputs), inputs, grad_outputs, create_graph=True)``. Without
+    ``grad_outputs``, random float64 ones are drawn (seeded, so a check is
+    repeatable), one per output that requires grad. Blocking: in async code
+    use :func:`gradgradcheck_async`.
+    """
+    from .autograd import grad_sync
+    from .grad_mode import enable_grad
+
+    _refuse_running_loop("gradgradcheck")
+    inputs = _as_tuple(inputs)
+    diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    outputs = [o for o in _outputs(fn, inputs) if o.requires_grad]
+    if grad_outputs is None:
+        rng = numpy.random.default_rng(0)
+        grad_outputs = tuple(
+            Tensor._wrap(o.device.backend.from_host(rng.standard_normal(o.shape),
+                                                    o.device.index), o.device).requires_grad_()
+            for o in outputs
+        )
+    grad_outputs = _as_tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(
+            f"gradgradcheck: got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs "
+            "that require grad"
+        )
+    n = len(inputs)
+
+    def first_order(*args: Any) -> tuple[Tensor, ...]:
+        with enable_grad():  # also when gradcheck perturbs inputs under no_grad
+            outs = [o for o in _outputs(fn, args[:n]) if o.requires_grad]
+            if not outs:
+                return ()
+            grads = grad_sync(outs, [args[i] for i in diff], list(args[n:]),
+                              create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(first_order, (*inputs, *grad_outputs), eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)
+
+
+async def gradcheck_async(fn: Callable[..., Any], inputs: Any, **kwargs: Any) -> bool:
+    """:func:`gradcheck` for async code: the same check on aiograd's CPU worker."""
+    from .engine.offload import offload
+
+    return await offload(gradcheck, fn, inputs, **kwargs)
+
+
+async def gradgradcheck_async(fn: Callable[..., Any], inputs: Any, grad_outputs: Any = None,
+                              **kwargs: Any) -> bool:
+    """:func:`gradgradcheck` for async code: the same check on aiograd's CPU worker."""
+    from .engine.offload import offload
+
+    return await offload(gradgradcheck, fn, inputs, grad_outputs, **kwargs)
