@@ -38,11 +38,14 @@ Note [Time slices]
     thread that waits for the GIL longer than the switch interval makes the
     holder hand it over. A voluntary release (``time.sleep(0)``) does not
     hand it over reliably and, on a busy machine, gives the CPU away to other
-    processes; so when the first worker starts, the engine shortens the
-    interval to ``SWITCH_INTERVAL`` (1 ms; ``AIOGRAD_SWITCH_INTERVAL``
-    overrides, 0 keeps the interpreter's 5 ms), which bounds how long a
-    worker running Python code keeps a waiting loop off the GIL, unless the
-    worker drops the GIL for moments (Note [Giving the loop its turn]).
+    processes. The switch interval (the interpreter's 5 ms) bounds how long
+    a worker running Python code keeps a waiting loop off the GIL, unless
+    the worker drops the GIL for moments (Note [Giving the loop its
+    turn]). It is process-wide, so the engine leaves it alone unless the
+    user opts in: with ``AIOGRAD_SWITCH_INTERVAL`` set (seconds, e.g.
+    ``0.001``), the first worker shortens it to that value (never
+    lengthens it). See "The GIL and the event loop" in docs/architecture.md
+    for the measured trade-off.
 
 Note [Giving the loop its turn]
     Forced switching fails when the worker itself drops the GIL for a
@@ -71,6 +74,21 @@ Note [Giving the loop its turn]
     run between tasks and at the end of a time slice. The loop it serves is
     the one of the offload job it runs or last ran, or of the GraphTask whose
     slice it runs if a coroutine awaits that task; going idle forgets it.
+
+Note [Warnings on workers]
+    A warning a node or an offloaded job raises on an executor thread
+    belongs to the caller that awaits it: the executor collects it in the
+    job's list (``_tls.warnings``, set only while the job runs on that
+    thread) and the caller replays it on its own thread when the job ends
+    (``replay_warnings``), where its filters and ``catch_warnings`` blocks
+    apply. Collection goes through the public ``warnings.showwarning`` hook,
+    installed when the first worker starts and chained to the hook that was
+    there: a warning shown on any other thread, or with no job running,
+    goes to that hook unchanged. The hook only reads a thread-local, so it
+    is safe on every thread at once. CPython's ``warnings`` state is
+    process-wide: inside a ``catch_warnings(record=True)`` block (which
+    swaps the hook out for its duration, whatever thread enters it), a
+    worker's warnings go straight into that block's record instead.
 
 Note [Inline small graphs]
     Handing a GraphTask to a worker costs two thread wake-ups (worker, then
@@ -141,7 +159,6 @@ from .validate import plain_cpu_grads, validate_outputs
 
 MAX_DEPTH = 60
 SLICE_SECONDS = 0.002
-SWITCH_INTERVAL = 0.001
 TURN_SECONDS = 0.002
 TURN_TIMEOUT = 0.02
 INLINE_MAX_NODES = 64
@@ -162,12 +179,16 @@ _perf_counter = time.perf_counter
 
 
 def _set_switch_interval() -> None:
-    """Shorten the GIL switch interval once workers exist (Note [Time slices]).
-
-    ``AIOGRAD_SWITCH_INTERVAL`` (seconds) overrides the value; ``0`` leaves the
-    interpreter's setting alone. Never lengthens an interval already shorter.
-    """
-    value = float(os.environ.get("AIOGRAD_SWITCH_INTERVAL", SWITCH_INTERVAL))
+    """Shorten the GIL switch interval to ``AIOGRAD_SWITCH_INTERVAL`` seconds, only if
+    the user set it (Note [Time slices]). Never lengthens an interval already shorter."""
+    setting = os.environ.get("AIOGRAD_SWITCH_INTERVAL")
+    if not setting:
+        return
+    try:
+        value = float(setting)
+    except ValueError:
+        raise ValueError(
+            f"AIOGRAD_SWITCH_INTERVAL must be a number of seconds, got {setting!r}") from None
     if 0 < value < sys.getswitchinterval():
         sys.setswitchinterval(value)
 
@@ -404,6 +425,7 @@ class Engine:
                 if worker is None:
                     if not self._workers:
                         _set_switch_interval()
+                        _route_worker_warnings()
                     worker = Worker(self, device)
                     self._workers[device] = worker
                     worker.thread.start()
@@ -1293,21 +1315,27 @@ def replay_warnings(messages: list[Any]) -> None:
                                message.lineno, source=message.source)
 
 
-def _capture_worker_warnings() -> None:
-    """Route warnings raised on executor threads to their GraphTask (replayed later)."""
-    original = warnings._showwarnmsg  # type: ignore[attr-defined]
+def _route_worker_warnings() -> None:
+    """Send warnings raised on executor threads to their job (See Note [Warnings on workers]).
 
-    def showwarnmsg(msg: Any) -> None:
-        sink = _tls.warnings
-        if sink is not None:
-            sink.append(msg)
+    Called when the first worker starts (under the engine's lock), not at import.
+    """
+    previous = warnings.showwarning
+    if getattr(previous, "routes_aiograd_jobs", False):
+        return
+
+    def showwarning(message: Any, category: Any, filename: str, lineno: int,
+                    file: Any = None, line: str | None = None) -> None:
+        sink = _tls.warnings  # the module global: rebound in a forked child
+        if sink is not None and file is None:
+            sink.append(warnings.WarningMessage(message, category, filename, lineno, None, line))
         else:
-            original(msg)
+            previous(message, category, filename, lineno, file, line)
 
-    warnings._showwarnmsg = showwarnmsg  # type: ignore[attr-defined]
+    showwarning.routes_aiograd_jobs = True  # type: ignore[attr-defined]
+    warnings.showwarning = showwarning
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 atexit.register(_shutdown_at_exit)
-_capture_worker_warnings()
