@@ -16,6 +16,7 @@ import anyio
 import pytest
 import trio
 
+from aiograd.engine import _bridge
 from aiograd.engine._bridge import Backlog, LoopSignal, running_loop_library
 
 pytestmark = pytest.mark.timeout(30)
@@ -267,3 +268,16 @@ def test_a_trio_module_half_imported_by_another_thread_means_no_trio_run_here(mo
 
     monkeypatch.setitem(sys.modules, "trio", types.ModuleType("trio"))
     assert running_loop_library() is None
+
+
+def test_a_loop_whose_internals_are_not_asyncios_is_probed_instead(monkeypatch):
+    """Note [Reading loop internals]: no ``_ready``/``_scheduled``/``_selector``, no look."""
+    with stopped_loop() as (loop, signal, wakeups):
+        opaque = type("Opaque", (), {"time": loop.time})()
+        assert Backlog.of(opaque) is _bridge.UNREADABLE
+        monkeypatch.setattr(Backlog, "of", classmethod(lambda cls, lp: _bridge.UNREADABLE))
+        seen = in_thread(lambda: signal.watch_turn(None, 3600.0, 10.0))
+        assert len(wakeups) == 1  # the public way: a probe sent through the loop's entry
+        # The next look waits for that probe (until the timeout: this loop never runs).
+        assert in_thread(lambda: signal.watch_turn(seen, 3600.0, 0.01)) is not None
+        assert len(wakeups) == 2

@@ -153,14 +153,15 @@ class LoopSignal:
         if threading.get_ident() == self._thread:
             return None
         owner = self._loop if self._library == "asyncio" else self._token
-        if isinstance(owner, _SelectorLoop):
-            backlog = Backlog.of(owner)
+        backlog = Backlog.of(owner) if isinstance(owner, _SelectorLoop) else UNREADABLE
+        if backlog is not UNREADABLE:
             starved = backlog is not None and (
                 backlog.late > late or (isinstance(seen, Backlog) and seen.still_due(backlog)))
             if not starved:
                 return backlog
             _await_turn(self.probe(), timeout)
             return None
+        # Only public APIs from here (Note [Reading loop internals]).
         if isinstance(seen, _SentProbe) and seen.owner is owner:
             _await_turn(seen.lock, timeout)
         probe = self.probe()
@@ -210,8 +211,21 @@ class _SentProbe(NamedTuple):
     lock: threading.Lock
 
 
+UNREADABLE: Any = object()  # Backlog.of: this loop's internals are not as expected
+
+
 class Backlog:
     """What an asyncio selector loop had due at one look from another thread.
+
+    Note [Reading loop internals]
+        ``Backlog.of`` is the one place aiograd reads an event loop's
+        private state: asyncio's ``_ready``, ``_scheduled`` and
+        ``_selector``, to tell from a worker whether the loop is starved
+        without waking it. If a loop lacks them (another implementation, a
+        future Python), it answers ``UNREADABLE`` and ``watch_turn`` falls
+        back to the public way, as for Trio and uvloop: it sends the loop a
+        probe through ``call_soon_threadsafe`` and waits for it to run.
+
 
     ``ready``: the head of its ready queue; ``timer``: its first timer, if due,
     and ``late``: how long past due (seconds); neither: I/O was ready. A loop
@@ -240,20 +254,25 @@ class Backlog:
         return None if self._timer is None else self._timer()
 
     @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> Backlog | None:
+    def of(cls, loop: asyncio.AbstractEventLoop) -> Any:
         """The loop's backlog now; None if it has nothing due (it sleeps in its
-        selector, or is closed). It reads ``_ready``, ``_scheduled`` and
+        selector, or is closed); ``UNREADABLE`` if it has not the attributes
+        below (Note [Reading loop internals]). It reads ``_ready``, ``_scheduled`` and
         ``_selector`` (the same since Python 3.4) under the GIL; ``select(0)``
         on the level-triggered selector consumes nothing."""
         try:
             ready = loop._ready  # type: ignore[attr-defined]
-            head = ready[0] if ready else None
             timers = loop._scheduled  # type: ignore[attr-defined]
+            selector = loop._selector  # type: ignore[attr-defined]
+        except AttributeError:
+            return UNREADABLE
+        try:
+            head = ready[0] if ready else None
             timer = timers[0] if timers else None
             late = loop.time() - timer.when() if timer is not None else 0.0
             if late < 0.0:  # not due yet
                 timer, late = None, 0.0
-            if head is None and timer is None and not loop._selector.select(0):  # type: ignore[attr-defined]
+            if head is None and timer is None and not selector.select(0):
                 return None
         except (AttributeError, IndexError, OSError, ValueError):  # changed meanwhile, or closed
             return None
