@@ -25,6 +25,15 @@ from ._ops.linalg import matmul
 from ._ops.pointwise import remainder
 from ._ops.structure import tensordot
 from ._ops.unary import where
+from ._random import (
+    Generator,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
 from ._tensor import (
     Tensor,
     arange,
@@ -45,11 +54,11 @@ from ._tensor import (
     int64,
     is_tensor,
     linspace,
-    manual_seed,
     ones,
     ones_like,
     rand,
     rand_like,
+    randint,
     randn,
     randn_like,
     tensor,
@@ -170,6 +179,13 @@ long = int64
 
 __all__ = [
     "__version__",
+    "Generator",
+    "default_generator",
+    "get_rng_state",
+    "initial_seed",
+    "randint",
+    "seed",
+    "set_rng_state",
     "Device",
     "Function",
     "FunctionCtx",

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy
 
-from . import devices
+from . import _random, devices
 from .devices import CPU, Device
 from .grad_mode import _grad_enabled
 
@@ -1021,15 +1021,6 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
     return _finish(*_place(arr, device), requires_grad)
 
 
-_rng = numpy.random.default_rng()
-
-
-def manual_seed(seed: int) -> None:
-    """Seed the generator behind ``randn``/``rand`` (process-wide)."""
-    global _rng
-    _rng = numpy.random.default_rng(seed)
-
-
 def _random_dtype(dtype: Any, kernel: str) -> numpy.dtype:
     """float32 by default; a bool or integer dtype raises, as in PyTorch."""
     dt = _default_float(dtype)
@@ -1038,19 +1029,42 @@ def _random_dtype(dtype: Any, kernel: str) -> numpy.dtype:
     return dt
 
 
-def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
-          generator: numpy.random.Generator | None = None) -> Tensor:
-    gen = _rng if generator is None else generator
+def randn(*size: Any, generator: Any = None, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
+    """Draws from N(0, 1), from ``generator`` or the default one (aiograd._random)."""
     dt = _random_dtype(dtype, "normal_kernel_cpu")
-    arr = gen.standard_normal(_shape_arg(size)).astype(dt)
+    shape = _shape_arg(size)
+    arr = _random.draw(generator, lambda g: g.standard_normal(shape), "randn").astype(dt)
     return _finish(*_place(arr, device), requires_grad)
 
 
-def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
-         generator: numpy.random.Generator | None = None) -> Tensor:
-    gen = _rng if generator is None else generator
+def rand(*size: Any, generator: Any = None, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    """Draws from U(0, 1), from ``generator`` or the default one (aiograd._random)."""
     dt = _random_dtype(dtype, "check_uniform_bounds")
-    arr = gen.random(_shape_arg(size)).astype(dt)
+    shape = _shape_arg(size)
+    arr = _random.draw(generator, lambda g: g.random(shape), "rand").astype(dt)
+    return _finish(*_place(arr, device), requires_grad)
+
+
+def randint(low: int, high: Any = None, size: Any = None, *, generator: Any = None,
+            dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Integers drawn uniformly from ``[low, high)`` (``randint(high, size)``: from 0),
+    int64 unless ``dtype`` says otherwise, as PyTorch's."""
+    if size is None:  # randint(high, size)
+        low, high, size = 0, low, high
+    if size is None or high is None:
+        raise TypeError("randint() missing required arguments: 'high' and 'size'")
+    for name, value in (("low", low), ("high", high)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"randint(): argument '{name}' must be int, not "
+                            f"{type(value).__name__}")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    dt = _resolve_dtype(dtype) or numpy.dtype(numpy.int64)
+    shape = _shape_arg((tuple(size),) if isinstance(size, (tuple, list)) else (size,))
+    arr = _random.draw(generator, lambda g: g.integers(low, high, shape), "randint").astype(dt)
     return _finish(*_place(arr, device), requires_grad)
 
 

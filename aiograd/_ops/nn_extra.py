@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy
 
-from .. import _tensor
+from .. import _random
 from .._tensor import Tensor, scalar_type_name
 from ..graph._node import Node
 from . import _dual
@@ -34,7 +34,7 @@ def _dropout_mask(input: Tensor, p: float) -> Tensor:  # noqa: A002
     if p == 1:
         mask = numpy.zeros(input.shape, dtype=dt)
     else:
-        keep = _tensor._rng.random(input.shape) >= p
+        keep = _random.draw(None, lambda g: g.random(input.shape), "dropout") >= p
         mask = keep.astype(dt) * dt.type(1 / (1 - p))
     dev = input.device
     if dev.backend.owns(mask):

@@ -3,9 +3,9 @@
 Each function writes ``tensor.data`` in place as PyTorch's in-place writes under
 ``no_grad()`` do: nothing is recorded, the tensor (a ``Parameter`` too) keeps its
 identity and ``requires_grad``, its version is bumped, and it is returned.
-Random values come from the generator :func:`aiograd.manual_seed` seeds (or
-``generator``, a ``numpy.random.Generator``), drawn on the host and then moved to the
-tensor's device: reproducible, but not PyTorch's stream.
+Random values come from ``generator`` (an ``aiograd.Generator``) or the default generator
+:func:`aiograd.manual_seed` seeds, drawn on the host and then moved to the tensor's
+device: reproducible, but not PyTorch's stream.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy
 
 from .. import _tensor
 from .._ops.inplace import commit_inplace
+from .._random import draw
 from .._tensor import Tensor, _random_dtype
 from ..grad_mode import no_grad
 
@@ -79,11 +80,6 @@ def _write(tensor: Tensor, host: numpy.ndarray | None = None, value: Any = None)
         return commit_inplace(tensor, None)
 
 
-def _generator(generator: numpy.random.Generator | None) -> numpy.random.Generator:
-    # read at call time: manual_seed rebinds _tensor._rng
-    return _tensor._rng if generator is None else generator
-
-
 def _host_uniform(tensor: Tensor, a: float, b: float,
                   gen: numpy.random.Generator) -> numpy.ndarray:
     """U(a, b) of ``tensor``'s shape and dtype; a complex dtype gets independent real and
@@ -140,20 +136,21 @@ def eye_(tensor: Tensor) -> Tensor:
 # ---- random fills ----
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, *,
-             generator: numpy.random.Generator | None = None) -> Tensor:
+             generator: Any = None) -> Tensor:
     """Fill ``tensor`` with values from U(a, b)."""
-    return _write(tensor, _host_uniform(tensor, a, b, _generator(generator)))
+    return _write(tensor, draw(generator, lambda g: _host_uniform(tensor, a, b, g), "uniform_"))
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, *,
-            generator: numpy.random.Generator | None = None) -> Tensor:
+            generator: Any = None) -> Tensor:
     """Fill ``tensor`` with values from N(mean, std²)."""
-    return _write(tensor, _host_normal(tensor, mean, std, _generator(generator)))
+    return _write(tensor, draw(generator, lambda g: _host_normal(tensor, mean, std, g),
+                               "normal_"))
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
                   b: float = 2.0, *,
-                  generator: numpy.random.Generator | None = None) -> Tensor:
+                  generator: Any = None) -> Tensor:
     """Fill ``tensor`` with values from N(mean, std²) restricted to [a, b].
 
     Exact by rejection: values outside [a, b] are redrawn from the normal while the
@@ -168,8 +165,14 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
             "The distribution of values may be incorrect.",
             stacklevel=2,
         )
-    gen = _generator(generator)
     mass = _norm_cdf((b - mean) / std) - _norm_cdf((a - mean) / std)
+    return _write(tensor, draw(generator, lambda g: _host_trunc_normal(tensor, mean, std, a, b,
+                                                                       mass, g),
+                               "trunc_normal_"))
+
+
+def _host_trunc_normal(tensor: Tensor, mean: float, std: float, a: float, b: float,
+                       mass: float, gen: numpy.random.Generator) -> numpy.ndarray:
     if mass > 0.3:
         out = _host_normal(tensor, mean, std, gen)
         # compare in the tensor's precision, as the stored values are
@@ -178,17 +181,16 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
         while bad.any():
             out[bad] = _host_normal(tensor, mean, std, gen)[bad]
             bad = (out < lo) | (out > hi)
-    else:
-        mode = max(a, min(mean, b))
-        out = _host_uniform(tensor, a, b, gen)
-        pending = numpy.ones(out.shape, dtype=bool)
-        while True:
-            log_ratio = -0.5 * (((out - mean) / std) ** 2 - ((mode - mean) / std) ** 2)
-            pending &= numpy.log(gen.random(out.shape)) > log_ratio
-            if not pending.any():
-                break
-            out[pending] = _host_uniform(tensor, a, b, gen)[pending]
-    return _write(tensor, out)
+        return out
+    mode = max(a, min(mean, b))
+    out = _host_uniform(tensor, a, b, gen)
+    pending = numpy.ones(out.shape, dtype=bool)
+    while True:
+        log_ratio = -0.5 * (((out - mean) / std) ** 2 - ((mode - mean) / std) ** 2)
+        pending &= numpy.log(gen.random(out.shape)) > log_ratio
+        if not pending.any():
+            return out
+        out[pending] = _host_uniform(tensor, a, b, gen)[pending]
 
 
 def _norm_cdf(x: float) -> float:
@@ -218,7 +220,7 @@ def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
 
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, *,
-                    generator: numpy.random.Generator | None = None) -> Tensor:
+                    generator: Any = None) -> Tensor:
     """U(-bound, bound) with bound = gain * sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
@@ -226,7 +228,7 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0, *,
 
 
 def xavier_normal_(tensor: Tensor, gain: float = 1.0, *,
-                   generator: numpy.random.Generator | None = None) -> Tensor:
+                   generator: Any = None) -> Tensor:
     """N(0, std²) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
@@ -244,7 +246,7 @@ def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> floa
 
 def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu", *,
-                     generator: numpy.random.Generator | None = None) -> Tensor:
+                     generator: Any = None) -> Tensor:
     """U(-bound, bound) with bound = gain * sqrt(3 / fan), fan chosen by ``mode``."""
     std = _kaiming_std(tensor, a, mode, nonlinearity)
     if std is None:
@@ -255,7 +257,7 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
 
 def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu", *,
-                    generator: numpy.random.Generator | None = None) -> Tensor:
+                    generator: Any = None) -> Tensor:
     """N(0, std²) with std = gain / sqrt(fan), fan chosen by ``mode``."""
     std = _kaiming_std(tensor, a, mode, nonlinearity)
     if std is None:

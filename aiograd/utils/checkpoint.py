@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .. import _tensor
+from .. import _random
 from .._tensor import Tensor
 from ..autograd import backward_sync, is_checkpoint_valid
 from ..engine.graph_task import current_graph_task
@@ -89,12 +89,12 @@ def checkpoint(fn: Callable[..., Any], *args: Any, use_reentrant: bool | None = 
 
 
 def _rng_state(preserve: bool) -> Any:
-    return _tensor._rng.bit_generator.state if preserve else None
+    return _random.get_rng_state() if preserve else None
 
 
 def _restore_rng(state: Any) -> None:
     if state is not None:
-        _tensor._rng.bit_generator.state = state
+        _random.set_rng_state(state)
 
 
 class CheckpointFunction(Function):

@@ -47,6 +47,7 @@ from typing import Any, Generic, TypeVar
 import numpy
 
 from .._ops.joining import stack
+from .._random import Generator
 from .._tensor import Tensor, rand, tensor
 from ..engine.offload import PendingOffload
 
@@ -200,12 +201,8 @@ class SequentialSampler(Sampler[int]):
 
 
 def _generator_types() -> tuple[type, ...]:
-    """What ``generator=`` may be: a ``numpy.random.Generator``, or an
-    ``aiograd.Generator`` where aiograd has one."""
-    import aiograd  # at call time: this module is imported while aiograd is
-
-    own = getattr(aiograd, "Generator", None)
-    return (numpy.random.Generator,) if own is None else (numpy.random.Generator, own)
+    """What ``generator=`` may be: an ``aiograd.Generator`` or a ``numpy.random.Generator``."""
+    return (Generator, numpy.random.Generator)
 
 
 def _uniform(n: int, generator: Any) -> numpy.ndarray:
