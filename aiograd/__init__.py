@@ -132,6 +132,9 @@ _METHOD_FUNCTIONS = (
     "diagonal", "diag", "diag_embed", "trace", "tril", "triu", "outer", "inner", "kron",
     "addmm", "baddbmm", "movedim", "moveaxis", "swapaxes", "swapdims", "unflatten", "roll",
     "rot90", "repeat_interleave", "tensor_split", "diff",
+    # inverse trigonometric, hyperbolic and error functions
+    "atan", "asin", "acos", "arctan", "arcsin", "arccos", "sinh", "cosh", "erf", "erfinv",
+    "atan_", "asin_", "acos_", "sinh_", "cosh_", "erf_", "erfinv_",
 )
 
 

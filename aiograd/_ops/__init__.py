@@ -40,5 +40,6 @@ from . import (  # noqa: F401  (each module binds its Tensor methods)
     shape,
     sorting,
     structure,
+    trig,
     unary,
 )

@@ -1,0 +1,178 @@
+"""Inverse trigonometric, hyperbolic and inverse-error-function ops:
+``atan asin acos sinh cosh erfinv``, their in-place forms, and ``erf_``.
+
+Each node saves its input, as PyTorch's do. Outside the domain (``asin(2)``,
+``erfinv(1.5)``) the result is NaN without a warning, and so is the
+gradient at the domain's edge where PyTorch's is infinite or NaN. See Note
+[Silent singular points] and Note [Dual backward formulas].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy
+
+from .._tensor import Tensor
+from . import _dual
+from .nn_extra import _erf_array, erf
+from .pointwise import _unary_
+from .unary import _floating, _record_unary, _SavesOne
+
+__all__ = ["atan", "asin", "acos", "sinh", "cosh", "erfinv",
+           "atan_", "asin_", "acos_", "sinh_", "cosh_", "erfinv_", "erf_"]
+
+
+def _dual_call(x: Any, op: Callable[[Tensor], Tensor], xp_name: str) -> Any:
+    """``op(x)`` for a Tensor (create_graph), the array module's ``xp_name`` for an array."""
+    return op(x) if type(x) is Tensor else getattr(_dual.xp_of(x), xp_name)(x)
+
+
+def _forward(node_cls: type[_SavesOne], a: Tensor, xp_name: str) -> Tensor:
+    data = _dual.quietly(getattr(a.device.xp, xp_name), _floating(a))
+    return _record_unary(node_cls, a, data, saves_output=False)
+
+
+# ---- atan / asin / acos ----
+
+class AtanBackward0(_SavesOne):
+    """d atan(x) = 1 / (1 + x^2): saves the input."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.saved.unpack(self, create_graph)
+        return (grads[0] / (x * x + 1),)
+
+
+class AsinBackward0(_SavesOne):
+    """d asin(x) = 1 / sqrt(1 - x^2): saves the input."""
+
+    __slots__ = ()
+
+    @numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.saved.unpack(self, create_graph)
+        return (grads[0] / _dual_call(1 - x * x, _sqrt, "sqrt"),)
+
+
+class AcosBackward0(_SavesOne):
+    """d acos(x) = -1 / sqrt(1 - x^2): saves the input."""
+
+    __slots__ = ()
+
+    @numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.saved.unpack(self, create_graph)
+        return (-grads[0] / _dual_call(1 - x * x, _sqrt, "sqrt"),)
+
+
+def _sqrt(t: Tensor) -> Tensor:
+    return t.sqrt()
+
+
+def atan(input: Tensor) -> Tensor:  # noqa: A002
+    return _forward(AtanBackward0, input, "arctan")
+
+
+def asin(input: Tensor) -> Tensor:  # noqa: A002
+    return _forward(AsinBackward0, input, "arcsin")
+
+
+def acos(input: Tensor) -> Tensor:  # noqa: A002
+    return _forward(AcosBackward0, input, "arccos")
+
+
+# ---- sinh / cosh ----
+
+class SinhBackward0(_SavesOne):
+    """d sinh(x) = cosh(x): saves the input."""
+
+    __slots__ = ()
+
+    @numpy.errstate(over="ignore")  # cosh overflows to inf, as the forward does
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (grads[0] * _dual_call(self.saved.unpack(self, create_graph), cosh, "cosh"),)
+
+
+class CoshBackward0(_SavesOne):
+    """d cosh(x) = sinh(x): saves the input."""
+
+    __slots__ = ()
+
+    @numpy.errstate(over="ignore")  # sinh overflows to +-inf, as the forward does
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return (grads[0] * _dual_call(self.saved.unpack(self, create_graph), sinh, "sinh"),)
+
+
+def sinh(input: Tensor) -> Tensor:  # noqa: A002
+    return _forward(SinhBackward0, input, "sinh")
+
+
+def cosh(input: Tensor) -> Tensor:  # noqa: A002
+    return _forward(CoshBackward0, input, "cosh")
+
+
+# ---- erfinv (trickier: no array module has it) ----
+
+_WINITZKI_A = 0.147
+_SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2
+
+
+def _erfinv_array(y: Any) -> Any:
+    """erfinv of an array, computed in float64: Winitzki's closed form (relative error
+    about 2e-3) refined by Newton steps on ``erf(x) = y``, each of which squares the
+    error; ``+-1`` give ``+-inf``, ``|y| > 1`` and NaN give NaN."""
+    xp = _dual.xp_of(y)
+    z = y.astype(numpy.float64)
+    with numpy.errstate(all="ignore"):
+        log_term = xp.log((1 - z) * (1 + z))
+        first = 2 / (math.pi * _WINITZKI_A) + log_term / 2
+        x = xp.copysign(xp.sqrt(xp.sqrt(first * first - log_term / _WINITZKI_A) - first), z)
+        inside = xp.abs(z) < 1
+        x = xp.where(inside, x, 0.0)
+        for _ in range(4):
+            step = (_erf_array(x) - z) * _SQRT_PI_OVER_2 * xp.exp(x * x)
+            x = xp.where(inside & xp.isfinite(step), x - step, x)
+        out = xp.where(inside, x, xp.where(xp.abs(z) == 1, xp.copysign(xp.inf, z), xp.nan))
+    return out.astype(y.dtype, copy=False)
+
+
+class ErfinvBackward0(_SavesOne):
+    """d erfinv(x) = sqrt(pi) / 2 * exp(erfinv(x)^2): saves the input."""
+
+    __slots__ = ()
+
+    @numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.saved.unpack(self, create_graph)
+        root = erfinv(x) if type(x) is Tensor else _erfinv_array(x)
+        return (grads[0] * _dual.exp(root * root) * _SQRT_PI_OVER_2,)
+
+
+def erfinv(input: Tensor) -> Tensor:  # noqa: A002
+    """The inverse error function, to float64 precision (``_erfinv_array``)."""
+    return _record_unary(ErfinvBackward0, input, _erfinv_array(_floating(input)),
+                         saves_output=False)
+
+
+# ---- in place ----
+
+atan_ = _unary_(atan, "input")
+asin_ = _unary_(asin, "input")
+acos_ = _unary_(acos, "input")
+sinh_ = _unary_(sinh, "input")
+cosh_ = _unary_(cosh, "input")
+erfinv_ = _unary_(erfinv, "input")
+erf_ = _unary_(erf, "input")
+
+
+# ---- Tensor methods ----
+
+for _op in (atan, asin, acos, sinh, cosh, erfinv, erf,
+            atan_, asin_, acos_, sinh_, cosh_, erfinv_, erf_):
+    setattr(Tensor, _op.__name__, _op)
+Tensor.arctan, Tensor.arcsin, Tensor.arccos = atan, asin, acos
+del _op
