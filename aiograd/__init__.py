@@ -16,10 +16,12 @@ from . import (
     _ops,  # noqa: F401  (binds the Tensor operators and methods)
     devices,
     graph,
+    linalg,
     nn,
     optim,
 )
 from ._ops.arithmetic import allclose, equal, pow
+from ._ops.einsum import einsum
 from ._ops.joining import cat, stack
 from ._ops.linalg import matmul
 from ._ops.pointwise import remainder
@@ -135,6 +137,10 @@ _METHOD_FUNCTIONS = (
     # inverse trigonometric, hyperbolic and error functions
     "atan", "asin", "acos", "arctan", "arcsin", "arccos", "sinh", "cosh", "erf", "erfinv",
     "atan_", "asin_", "acos_", "sinh_", "cosh_", "erf_", "erfinv_",
+    # comparisons, NaN-aware sums, distinct values
+    "isclose", "nansum", "unique",
+    # matrix functions (also in aiograd.linalg)
+    "inverse", "det",
 )
 
 
@@ -184,6 +190,8 @@ __all__ = [
     "__version__",
     "Generator",
     "default_generator",
+    "einsum",
+    "linalg",
     "get_rng_state",
     "initial_seed",
     "randint",

@@ -29,6 +29,7 @@ from __future__ import annotations
 from . import (  # noqa: F401  (each module binds its Tensor methods)
     arithmetic,
     device,
+    einsum,
     indexing,
     inplace,
     joining,

@@ -762,8 +762,30 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
         raise broadcast_error(input.shape, other.shape) from None
 
 
+def isclose(input: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002
+            equal_nan: bool = False) -> Tensor:
+    """Elementwise ``|input - other| <= atol + rtol * |other|`` (broadcasting), a bool
+    tensor; both must have one dtype, as in PyTorch. Infinities are close to themselves."""
+    other = tensor_arg(other, "isclose", "other", 2)
+    dev = check_same_device(input, other)
+    if input.dtype != other.dtype:
+        raise RuntimeError(
+            f"{scalar_type_name(input.dtype)} did not match {scalar_type_name(other.dtype)}"
+        )
+    if rtol < 0 or atol < 0:
+        name, value = ("rtol", rtol) if rtol < 0 else ("atol", atol)
+        raise RuntimeError(f"{name} must be greater than or equal to zero, but got {value}")
+    try:
+        with numpy.errstate(all="ignore"):  # inf - inf
+            data = dev.xp.isclose(input.data, other.data, rtol, atol, equal_nan)
+    except ValueError:
+        raise broadcast_error(input.shape, other.shape) from None
+    return plain(data, dev)
+
+
 # ---- Tensor methods ----
 
+Tensor.isclose = isclose
 Tensor.__add__ = add
 Tensor.__radd__ = add
 Tensor.__sub__ = sub

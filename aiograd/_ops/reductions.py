@@ -177,6 +177,42 @@ def _reduce(a: Tensor, dim: Any, keepdim: bool, is_mean: bool, dtype: Any = None
     return record(node, data, a.device)
 
 
+class NansumBackward0(Node):
+    """The gradient expanded back, zero where the input is NaN: saves the input.
+
+    Invariant: ``kept_shape`` is the input's shape with every reduced dim set to 1.
+    """
+
+    __slots__ = ("saved", "kept_shape")
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        x = self.saved.unpack(self, create_graph)
+        g = _dual.expand(_kept(grads[0], self.kept_shape), x.shape)
+        numbers_ = _dual.raw(x) == _dual.raw(x)  # False at NaN
+        return (_dual.where(numbers_, g, 0.0),)
+
+    def release_variables(self) -> None:
+        self.saved.release()
+
+
+def nansum(a: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """Sum over ``dim`` treating NaN as zero (PyTorch's ``nansum``)."""
+    x = a.data
+    if dtype is not None:
+        x = x.astype(_cast_dtype(a, dtype, "nansum"), copy=False)
+    dims = reduction_dims(dim, x.ndim)
+    if x.dtype.kind in "biu":  # no NaN: a plain sum, with PyTorch's int64 accumulation
+        return _reduce(a, dim, keepdim, False, dtype)
+    data = as_array(a.device.xp.nansum(x, axis=dims, keepdims=keepdim))
+    edges = edges_of(a)
+    if edges is None:
+        return plain(data, a.device)
+    node = NansumBackward0(edges)
+    node.saved = save(a)
+    node.kept_shape = _kept_shape(x.shape, dims)
+    return record(node, data, a.device)
+
+
 @numpy.errstate(all="ignore")  # 0 / 0
 def _mean_of_empty(x: Any, dims: tuple[int, ...], keepdim: bool) -> Any:
     """The mean of an empty array: NaN where no element is averaged, as PyTorch, without
@@ -981,6 +1017,7 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
 # ---- Tensor methods ----
 
 Tensor.sum = sum
+Tensor.nansum = nansum
 Tensor.mean = mean
 Tensor.max = max
 Tensor.min = min

@@ -606,9 +606,49 @@ def logcumsumexp(a: Tensor, dim: int) -> Tensor:
     return out
 
 
+# ---- unique (no derivative, as PyTorch's) ----
+
+class Unique2Backward0(Node):
+    """``unique``'s node: PyTorch implements no derivative for it, and nor does aiograd."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        raise NotImplementedError("the derivative for 'unique' is not implemented.")
+
+
+def unique(a: Tensor, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
+           return_counts: bool = False, dim: int | None = None) -> Any:
+    """The distinct values of ``a`` (of its slices along ``dim``), ascending, with the
+    int64 inverse indices (``a``'s shape, or ``dim``'s length) and counts if asked.
+
+    The values are always sorted, whatever ``sorted`` says (PyTorch leaves the order
+    unspecified then). Like PyTorch, the result records a node whose backward raises.
+    """
+    x = a.data
+    xp = a.device.xp
+    if dim is None:
+        values, inverse, counts = xp.unique(x.reshape(-1), return_inverse=True,
+                                            return_counts=True)
+        inverse = inverse.reshape(x.shape)
+    else:
+        d = normalize_dim(dim, x.ndim)
+        values, inverse, counts = xp.unique(x, return_inverse=True, return_counts=True,
+                                            axis=d)
+        inverse = inverse.reshape(-1)
+    edges = edges_of(a)
+    out = plain(values, a.device) if edges is None else record(
+        Unique2Backward0(edges), values, a.device)
+    extra = [plain(inverse.astype(int64, copy=False), a.device)] if return_inverse else []
+    if return_counts:
+        extra.append(plain(counts.astype(int64, copy=False), a.device))
+    return (out, *extra) if extra else out
+
+
 # ---- Tensor methods ----
 
 Tensor.sort = sort
+Tensor.unique = unique
 Tensor.argsort = argsort
 Tensor.topk = topk
 Tensor.kthvalue = kthvalue
