@@ -14,6 +14,7 @@ from typing import Any
 
 from . import (
     _ops,  # noqa: F401  (binds the Tensor operators and methods)
+    cuda,
     devices,
     graph,
     linalg,
@@ -99,6 +100,7 @@ from .gradcheck import (
     gradgradcheck_async,
 )
 from .graph import get_gradient_edge, register_multi_grad_hook, saved_tensors_hooks
+from .serialization import load, save
 from .utils.checkpoint import checkpoint
 
 # ---- torch-style functions: aiograd.exp(t) is t.exp() ----
@@ -190,7 +192,10 @@ __all__ = [
     "__version__",
     "Generator",
     "default_generator",
+    "cuda",
     "einsum",
+    "load",
+    "save",
     "linalg",
     "get_rng_state",
     "initial_seed",
