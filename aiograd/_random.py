@@ -163,4 +163,9 @@ def get_rng_state() -> Any:
 
 def set_rng_state(new_state: Any) -> None:
     """Restore the default generator's state from ``get_rng_state()``."""
+    from ._tensor import Tensor
+
+    if not isinstance(new_state, Tensor):
+        raise TypeError("set_rng_state(): expected a uint8 Tensor from get_rng_state(), got "
+                        f"{type(new_state).__name__}")
     default_generator.set_state(new_state)

@@ -449,6 +449,9 @@ class Tensor:
 
     def type_as(self, other: Tensor) -> Tensor:
         """This tensor with ``other``'s dtype and device (``self`` if they match)."""
+        if not isinstance(other, Tensor):
+            raise TypeError("type_as(): argument 'other' (position 1) must be Tensor, not "
+                            f"{type(other).__name__}")
         return self.to(other.device, other.dtype)  # type: ignore[attr-defined]
 
     def _new_defaults(self, dtype: Any, device: Any) -> dict[str, Any]:
@@ -859,12 +862,13 @@ def from_numpy(array: numpy.ndarray) -> Tensor:
     return Tensor._wrap(_check_numeric(array), CPU)
 
 
-def _shape_arg(size: Sequence[Any]) -> tuple[int, ...]:
+def _shape_arg(size: Sequence[Any], fn: str) -> tuple[int, ...]:
+    """The shape ``fn`` was given, as one sequence or as separate ints."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for s in size:
         if not isinstance(s, numbers.Integral) or isinstance(s, bool) or s < 0:
-            raise ValueError(f"sizes must be non-negative ints, got {tuple(size)!r}")
+            raise ValueError(f"{fn}(): sizes must be non-negative ints, got {tuple(size)!r}")
     return tuple(int(s) for s in size)
 
 
@@ -874,24 +878,24 @@ def _default_float(dtype: Any) -> numpy.dtype:
 
 
 def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    arr = numpy.zeros(_shape_arg(size), dtype=_default_float(dtype))
+    arr = numpy.zeros(_shape_arg(size, "zeros"), dtype=_default_float(dtype))
     return _finish(*_place(arr, device), requires_grad)
 
 
 def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    arr = numpy.ones(_shape_arg(size), dtype=_default_float(dtype))
+    arr = numpy.ones(_shape_arg(size, "ones"), dtype=_default_float(dtype))
     return _finish(*_place(arr, device), requires_grad)
 
 
 def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor whose values are whatever the memory held (as PyTorch's)."""
-    arr = numpy.empty(_shape_arg(size), dtype=_default_float(dtype))
+    arr = numpy.empty(_shape_arg(size, "empty"), dtype=_default_float(dtype))
     return _finish(*_place(arr, device), requires_grad)
 
 
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    shape = _shape_arg((size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
+    shape = _shape_arg((size,) if not isinstance(size, (tuple, list)) else (tuple(size),), "full")
     if isinstance(fill_value, numpy.bool_):  # PyTorch reads NumPy's bool as a float
         fill_value = float(fill_value)
     if not isinstance(fill_value, (bool, numbers.Real)):
@@ -1015,6 +1019,9 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
         requires_grad: bool = False) -> Tensor:
     for name, value in (("n", n), ("m", m)):
+        if (value is not None or name == "n") and (isinstance(value, bool)
+                                                    or not isinstance(value, numbers.Integral)):
+            raise TypeError(f"eye(): argument '{name}' must be int, not {type(value).__name__}")
         if isinstance(value, numbers.Integral) and value < 0:
             raise ValueError(f"{name} must be greater or equal to 0, got {value}")
     arr = numpy.eye(n, m, dtype=_default_float(dtype))
@@ -1033,7 +1040,7 @@ def randn(*size: Any, generator: Any = None, dtype: Any = None, device: Any = No
           requires_grad: bool = False) -> Tensor:
     """Draws from N(0, 1), from ``generator`` or the default one (aiograd._random)."""
     dt = _random_dtype(dtype, "normal_kernel_cpu")
-    shape = _shape_arg(size)
+    shape = _shape_arg(size, "randn")
     arr = _random.draw(generator, lambda g: g.standard_normal(shape), "randn").astype(dt)
     return _finish(*_place(arr, device), requires_grad)
 
@@ -1042,7 +1049,7 @@ def rand(*size: Any, generator: Any = None, dtype: Any = None, device: Any = Non
          requires_grad: bool = False) -> Tensor:
     """Draws from U(0, 1), from ``generator`` or the default one (aiograd._random)."""
     dt = _random_dtype(dtype, "check_uniform_bounds")
-    shape = _shape_arg(size)
+    shape = _shape_arg(size, "rand")
     arr = _random.draw(generator, lambda g: g.random(shape), "rand").astype(dt)
     return _finish(*_place(arr, device), requires_grad)
 
@@ -1063,7 +1070,7 @@ def randint(low: int, high: Any = None, size: Any = None, *, generator: Any = No
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
     dt = _resolve_dtype(dtype) or numpy.dtype(numpy.int64)
-    shape = _shape_arg((tuple(size),) if isinstance(size, (tuple, list)) else (size,))
+    shape = _shape_arg((tuple(size),) if isinstance(size, (tuple, list)) else (size,), "randint")
     arr = _random.draw(generator, lambda g: g.integers(low, high, shape), "randint").astype(dt)
     return _finish(*_place(arr, device), requires_grad)
 

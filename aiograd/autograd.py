@@ -69,14 +69,20 @@ def _tensor_seq(value: Any, name: str) -> list[Tensor]:
                 items[i] = _edge_output(t)
             elif not isinstance(t, Tensor):
                 raise TypeError(
-                    f"{name} must be a Tensor, a GradientEdge or a sequence of them; element "
+                    f"{_entry(name)}(): {name} must be a Tensor, a GradientEdge or a sequence "
+                    "of them; element "
                     f"{i} is a {type(t).__name__}"
                 )
         return items
     raise TypeError(
-        f"{name} must be a Tensor, a GradientEdge or a sequence of them, got "
+        f"{_entry(name)}(): {name} must be a Tensor, a GradientEdge or a sequence of them, got "
         f"{type(value).__name__}"
     )
+
+
+def _entry(name: str) -> str:
+    """The entry point whose argument ``name`` is: backward's ``tensors``, grad's ``outputs``."""
+    return "backward" if name == "tensors" else "grad"
 
 
 def _edge_output(edge: GradientEdge) -> Tensor:
@@ -427,7 +433,8 @@ def queue_callback(callback: Any) -> None:
     is awaited on the caller's loop. An exception in one fails the backward.
     """
     if not callable(callback):
-        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+        raise TypeError(
+            f"queue_callback(): callback must be callable, got {type(callback).__name__}")
     gt = current_graph_task.get()
     if gt is None:
         raise RuntimeError("Final callbacks can only be installed during backward pass.")

@@ -91,10 +91,17 @@ def _decode(node: Any, arrays: Any, map_location: Any) -> Any:
                 for k, v in node["ordered" if "ordered" in node else "dict"])
 
 
+def _check_file(f: Any, fn: str) -> None:
+    if not (isinstance(f, (str, os.PathLike)) or hasattr(f, "read" if fn == "load" else "write")):
+        raise TypeError(f"{fn}(): argument 'f' must be a path or a binary file, not "
+                        f"{type(f).__name__}")
+
+
 def save(obj: Any, f: PathOrFile, *, pickle: bool = False) -> None:
     """Write ``obj`` (a state dict, or nested dicts/lists of tensors, arrays, numbers and
     strings) to the path or binary file ``f``; see the module's docstring for the
     format. ``pickle=True`` writes any picklable object as a pickle instead."""
+    _check_file(f, "save")
     if pickle:
         payload = _PICKLE_MAGIC + _pickle.dumps(obj, protocol=_pickle.HIGHEST_PROTOCOL)
     else:
@@ -115,6 +122,7 @@ def save(obj: Any, f: PathOrFile, *, pickle: bool = False) -> None:
 def load(f: PathOrFile, *, map_location: Any = None, weights_only: bool = True) -> Any:
     """Read what :func:`save` wrote. Tensors come back on their saved device, or on
     ``map_location``. A pickle is read only with ``weights_only=False``."""
+    _check_file(f, "load")
     if hasattr(f, "read"):
         payload = f.read()
     else:

@@ -71,7 +71,7 @@ async def main() -> None:
         for i in range(0, len(order), BATCH):
             batch = order[i:i + BATCH]
             optimizer.zero_grad()
-            loss = loss_fn(model(aiograd.tensor(x_train[batch])), y_train[batch])
+            loss = loss_fn(model(aiograd.tensor(x_train[batch])), aiograd.tensor(y_train[batch]))
             await loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
             optimizer.step()

@@ -287,6 +287,12 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # 
     of each sample's ``num_groups`` groups of consecutive channels (dim 1), and ``weight``
     and ``bias`` per channel; one NativeGroupNormBackward0."""
     tensor_arg(input, "group_norm", "input")
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int):
+        raise TypeError(f"group_norm(): argument 'num_groups' (position 2) must be int, not "
+                        f"{type(num_groups).__name__}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None:
+            tensor_arg(t, "group_norm", name)
     if input.ndim < 2:
         raise RuntimeError(
             f"Expected at least 2 dimensions for input tensor but received {input.ndim}")

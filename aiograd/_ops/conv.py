@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from typing import Any, NamedTuple
 
 import numpy
 
 from .._tensor import Tensor, cpp_type_name, legacy_type_name, scalar_type_name
+from .._warn import warn_user
 from ..devices import CPU, device_of_array
 from ..graph._node import Node
 from . import _dual
@@ -209,9 +209,9 @@ def _same_pads(kernel: tuple[int, ...], dilation: tuple[int, ...],
         total = d * (k - 1)
         pads.append((total // 2, total - total // 2))
     if any(lo != hi for lo, hi in pads):
-        warnings.warn(
+        warn_user(
             "Using padding='same' with even kernel lengths and odd dilation may require a "
-            "zero-padded copy of the input be created", UserWarning, stacklevel=4)
+            "zero-padded copy of the input be created")
     return tuple(pads)
 
 

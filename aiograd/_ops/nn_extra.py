@@ -22,7 +22,7 @@ from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
 from .indexing import index_scatter_add
 from .inplace import check_inplace, commit_inplace
-from .nn_ops import _reduction, check_target_shape
+from .nn_ops import _reduction, check_target_shape, loss_target
 
 # ---- dropout ----
 
@@ -469,6 +469,7 @@ def l1_loss(input: Tensor, target: Tensor, *, reduction: str = "mean") -> Tensor
     """Mean (or sum, or elementwise with ``'none'``) of ``|input - target|``, composed of
     PyTorch's own nodes (SubBackward0, AbsBackward0, MeanBackward0 or SumBackward0)."""
     reduction = _reduction(reduction)
+    target = loss_target(target, "l1_loss")
     check_target_shape(input.shape, target.shape)
     losses = (input - target).abs()  # in the promoted dtype
     if reduction == "none":

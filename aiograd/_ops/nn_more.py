@@ -18,6 +18,7 @@ from typing import Any
 import numpy
 
 from .._tensor import Tensor, scalar_type_name
+from .._warn import warn_user
 from ..devices import device_of_array
 from ..grad_mode import no_grad
 from ..graph._node import Node
@@ -28,7 +29,7 @@ from .arithmetic import broadcast_error
 from .inplace import check_inplace, commit_inplace
 from .nn_extra import _check_float as check_float_kernel
 from .nn_extra import l1_loss
-from .nn_ops import _reduce, _reduction, check_no_grad_arg, check_target_shape
+from .nn_ops import _reduce, _reduction, check_no_grad_arg, check_target_shape, loss_target
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_similarity",
            "elu", "hardtanh", "huber_loss", "kl_div", "logsigmoid", "mish", "normalize",
@@ -547,6 +548,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: 
     elementwise losses before the reduction, composed as PyTorch's (MulBackward0, then
     MeanBackward0 or SumBackward0)."""
     reduction = _reduction(reduction)
+    target = loss_target(target, "huber_loss")
     if weight is not None:
         tensor_arg(weight, "huber_loss", "weight")
         check_target_shape(input.shape, target.shape)
@@ -606,13 +608,11 @@ def kl_div(input: Tensor, target: Tensor, *, reduction: str = "mean",  # noqa: A
     (XlogyBackward0, MulBackward0, SubBackward0, then the reduction's nodes); ``'mean'``
     warns as PyTorch does."""
     if reduction == "mean":
-        warnings.warn(
+        warn_user(
             "reduction: 'mean' divides the total loss by both the batch size and the support "
             "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
             "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
             "major release.",
-            UserWarning,
-            stacklevel=2,
         )
     if reduction != "batchmean":
         reduction = _reduction(reduction)

@@ -21,12 +21,12 @@ Note [Fused cross entropy]
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import Any
 
 import numpy
 
 from .._tensor import Tensor, cpp_type_name, scalar_type_name
+from .._warn import warn_user
 from ..devices import device_of_array
 from ..grad_mode import _grad_enabled
 from ..graph._node import Node
@@ -300,12 +300,10 @@ def check_target_shape(shape: tuple[int, ...], target_shape: tuple[int, ...]) ->
     the input's, the broadcast error if the two do not broadcast."""
     if target_shape == shape:
         return
-    warnings.warn(
+    warn_user(
         f"Using a target size {tuple(target_shape)} that is different to the input size "
         f"{tuple(shape)}. This will likely lead to incorrect results due to "
         "broadcasting. Please ensure they have the same size.",
-        UserWarning,
-        stacklevel=3,
     )
     try:
         numpy.broadcast_shapes(shape, target_shape)
@@ -329,6 +327,18 @@ class MseLossBackward0(Node):
         self.target.release()
 
 
+def loss_target(target: Any, fn: str) -> Tensor:
+    """A loss's ``target``: a Tensor, or an array (of any device) wrapped as one; anything
+    else is a TypeError naming ``fn``. See Note [Tensor arguments of nn.functional]."""
+    if isinstance(target, Tensor):
+        return target
+    if not hasattr(target, "shape") or not hasattr(target, "dtype"):
+        raise TypeError(f"{fn}(): argument 'target' (position 2) must be a Tensor or an array, "
+                        f"not {type(target).__name__}; for a constant use "
+                        "aiograd.full_like(input, value)")
+    return Tensor._wrap(target, device_of_array(target))
+
+
 def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Mean (or sum, or elementwise with ``'none'``) of ``(input - target) ** 2``.
 
@@ -339,13 +349,7 @@ def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor: 
     0-d ``float64`` target gives ``float32`` and ``float64``, as PyTorch's).
     """
     reduction = _reduction(reduction)
-    if not isinstance(target, Tensor):
-        if not hasattr(target, "shape"):
-            raise TypeError(
-                f"mse_loss expects target to be a Tensor or an array, got "
-                f"{type(target).__name__}; use aiograd.full_like(input, value)"
-            )
-        target = Tensor._wrap(target, device_of_array(target))
+    target = loss_target(target, "mse_loss")
     dev = check_same_device(input, target)
     check_target_shape(input.shape, target.shape)
     x, t = input.data, target.data

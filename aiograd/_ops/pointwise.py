@@ -137,6 +137,9 @@ def _clamp_bound_(op: Callable[[Tensor, Any], Tensor]) -> Callable[[Tensor, Any]
     input."""
 
     def op_(t: Tensor, bound: Any) -> Tensor:
+        if bound is not None and not isinstance(bound, (Tensor, numbers.Real)):
+            raise TypeError(f"{op_.__name__}(): argument '{op.__name__[-3:]}' must be a Tensor "
+                            f"or a number, not {type(bound).__name__}")
         if bound is not None:
             _check_number_bounds(t, bound, None)
         return write_inplace(t, lambda s: op(s, bound), (bound,), copy_self=True)

@@ -387,7 +387,7 @@ def expand(t: Tensor, *sizes: Any) -> Tensor:
 
 
 def expand_as(t: Tensor, other: Tensor) -> Tensor:
-    return expand(t, *other.shape)
+    return expand(t, *tensor_arg(other, "expand_as", "other", 1).shape)
 
 
 # ---- select / narrow ----

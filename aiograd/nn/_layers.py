@@ -16,7 +16,6 @@ import numpy
 
 from .. import devices
 from .._ops.nn_extra import _check_padding_idx
-from .._ops.unary import relu, relu_
 from .._tensor import Tensor, _resolve_dtype, ones, rand, randn, zeros
 from . import functional as F
 from ._module import Module, Parameter
@@ -202,6 +201,9 @@ class Flatten(Module):
         self.end_dim = end_dim
 
     def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"Flatten.forward(): argument 'input' (position 1) must be Tensor, "
+                            f"not {type(x).__name__}")
         return x.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
@@ -674,19 +676,17 @@ class ReLU(_InplaceActivation):
     """``max(x, 0)`` elementwise; with ``inplace``, written into the input (``relu_``)."""
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.inplace:
-            return relu_(x)
-        return relu(x)
+        return F.relu(x, self.inplace)
 
 
 class Tanh(Module):
     def forward(self, x: Tensor) -> Tensor:
-        return x.tanh()
+        return F.tanh(x)
 
 
 class Sigmoid(Module):
     def forward(self, x: Tensor) -> Tensor:
-        return x.sigmoid()
+        return F.sigmoid(x)
 
 
 class Softmax(Module):

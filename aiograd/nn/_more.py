@@ -3,8 +3,8 @@ reprs and buffers (a loss's ``weight`` and ``pos_weight``; None when not given).
 
 from __future__ import annotations
 
-from .._ops import nn_more as F
 from .._tensor import Tensor
+from . import functional as F
 from ._layers import _inplace_repr, _InplaceActivation
 from ._losses import _Loss, _WeightedLoss
 from ._module import Module

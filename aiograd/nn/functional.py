@@ -6,7 +6,9 @@ Note [Fused cross entropy] in ``aiograd._ops.nn_ops``.
 
 from __future__ import annotations
 
-import warnings
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from .._ops import nn_ops, unary
@@ -35,6 +37,7 @@ from .._ops.nn_more import (
 from .._ops.nn_ops import cross_entropy, linear, mse_loss, nll_loss
 from .._ops.unary import relu_, sigmoid, tanh
 from .._tensor import Tensor
+from .._warn import warn_user
 from ._attention import scaled_dot_product_attention
 
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
@@ -73,11 +76,9 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
 
 def _implicit_dim(name: str, ndim: int) -> int:
     """PyTorch's deprecated choice of ``dim`` when none is given: 0 for 0-, 1- and 3-D inputs."""
-    warnings.warn(
+    warn_user(
         f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
         "dim=X as an argument.",
-        UserWarning,
-        stacklevel=3,
     )
     return 0 if ndim in (0, 1, 3) else 1
 
@@ -95,3 +96,43 @@ def log_softmax(input: Tensor, dim: int | None = None, *,  # noqa: A002
     if dim is None:
         dim = _implicit_dim("log_softmax", input.ndim)
     return nn_ops.log_softmax(input, dim, dtype)
+
+
+# ---- the boundary: Note [Tensor arguments of nn.functional] ----
+
+_TENSOR_PARAMETERS = ("key", "value")  # besides the first
+_MISSING = object()
+
+
+def _checks_tensor_arguments(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` refusing a non-Tensor first argument (``input``), ``key`` or ``value`` with
+    PyTorch's TypeError.
+
+    Note [Tensor arguments of nn.functional]
+        As PyTorch's, these functions take a Tensor as ``input`` (a NumPy
+        array, a list or a number there is a TypeError naming the function,
+        the argument and its position), never an internal error from deep
+        inside an op. A loss's ``target`` may also be an array (class
+        indices, or values): it carries no gradient, and is converted to
+        the input's device; ``embedding`` takes an index array too.
+    """
+    params = list(inspect.signature(fn).parameters)
+    checked = [(params[0], 0)] + [(name, params.index(name)) for name in _TENSOR_PARAMETERS
+                                  if name in params]
+    fn_name = fn.__name__
+
+    @functools.wraps(fn)
+    def checking(*args: Any, **kwargs: Any) -> Any:
+        for name, i in checked:
+            value = args[i] if i < len(args) else kwargs.get(name, _MISSING)
+            if value is not _MISSING and not isinstance(value, Tensor):
+                raise TypeError(f"{fn_name}(): argument '{name}' (position {i + 1}) must be "
+                                f"Tensor, not {type(value).__name__}")
+        return fn(*args, **kwargs)
+
+    return checking
+
+
+# embedding also takes an index array for ``input`` (moved to the weight's device)
+globals().update({name: _checks_tensor_arguments(globals()[name]) for name in __all__
+                  if name != "embedding"})

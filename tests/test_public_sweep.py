@@ -1,0 +1,141 @@
+"""Every public callable, fed what a user might pass by mistake, fails with a user-facing
+error: TypeError, ValueError or RuntimeError (IndexError and NotImplementedError where
+PyTorch raises them), never an internal AttributeError or KeyError, and never lets a
+NumPy warning escape. The callables are enumerated, so new APIs are swept too."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import aiograd as ag
+import aiograd.nn.functional as F
+from aiograd import Tensor
+
+pytestmark = pytest.mark.timeout(120)
+
+USER_ERRORS = (TypeError, ValueError, RuntimeError, IndexError, NotImplementedError)
+
+# Deliberate exceptions, each as PyTorch's:
+EXPECTED = {
+    # torch.autograd.graph.register_multi_grad_hook asserts too
+    "register_multi_grad_hook": AssertionError,
+    # a path that does not exist: the OS's error, as torch.load's
+    "load": OSError,
+}
+# Callables that would block, wait or change process state when called with junk.
+SKIP = {"set_multithreading_enabled", "offload", "manual_seed", "seed", "set_rng_state"}
+
+
+def _public_functions() -> list[tuple[str, object]]:
+    found = [(f"aiograd.{n}", getattr(ag, n)) for n in ag.__all__
+             if callable(getattr(ag, n)) and not inspect.isclass(getattr(ag, n))
+             and n not in SKIP]
+    found += [(f"F.{n}", getattr(F, n)) for n in F.__all__]
+    return found
+
+
+def _tensor_methods() -> list[str]:
+    return sorted(n for n in dir(Tensor) if not n.startswith("_")
+                  and callable(getattr(Tensor, n, None)) and n not in {"backward_sync"})
+
+
+FUNCTIONS = _public_functions()
+METHODS = _tensor_methods()
+
+
+def _bad_values(fake_backend: object) -> list[object]:
+    return [np.ones(3), np.ones((2, 3), dtype=np.float64), [1.0, 2.0], 1.5, None, "x",
+            ag.tensor([1, 2]), ag.tensor([True, False]), ag.ones(2, 3, dtype=ag.float64),
+            ag.ones(2, 3, device="fake:0")]
+
+
+def _call(label: str, fn, *args) -> None:
+    """``fn(*args)`` must return or raise a user-facing error, with no NumPy warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # NumPy's floating-point warnings
+        warnings.simplefilter("ignore", UserWarning)  # PyTorch's own warnings, on purpose
+        try:
+            result = fn(*args)
+        except USER_ERRORS:
+            return
+        except Exception as exc:  # noqa: BLE001
+            expected = EXPECTED.get(label.rpartition(".")[2])
+            if expected is not None and isinstance(exc, expected):
+                return
+            raise AssertionError(f"{label}{args!r} raised {type(exc).__name__}: {exc}") from exc
+    if inspect.iscoroutine(result):
+        result.close()
+
+
+def test_enumeration_finds_the_public_surface():
+    names = {label for label, _ in FUNCTIONS}
+    assert {"aiograd.einsum", "aiograd.save", "F.relu", "F.mse_loss"} <= names
+    assert {"matmul", "unique", "erfinv", "backward"} <= set(METHODS)
+
+
+@pytest.mark.parametrize("label,fn", FUNCTIONS, ids=[label for label, _ in FUNCTIONS])
+def test_functions_refuse_bad_arguments_cleanly(label, fn, fake_backend):
+    for value in _bad_values(fake_backend):
+        _call(label, fn, value)
+        _call(label, fn, ag.ones(2, 3), value)
+        _call(label, fn, ag.ones(2, 3, requires_grad=True), value, value)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_tensor_methods_refuse_bad_arguments_cleanly(name, fake_backend):
+    for value in _bad_values(fake_backend):
+        _call(f"Tensor.{name}", getattr(ag.ones(2, 3), name), value)
+        _call(f"Tensor.{name}", getattr(ag.ones(2, 3, requires_grad=True) * 1, name), value)
+
+
+def test_a_non_tensor_input_names_the_function_and_the_argument():
+    for fn, label in ((F.relu, "relu"), (F.softmax, "softmax"), (F.mse_loss, "mse_loss")):
+        with pytest.raises(TypeError, match=rf"{label}\(\): argument 'input' \(position 1\) "
+                                            r"must be Tensor, not ndarray"):
+            fn(np.ones(3), ag.ones(3))
+    # a target may be an array (it carries no gradient): the same loss either way it comes
+    np.testing.assert_allclose(F.mse_loss(ag.ones(3), np.zeros(3)).item(),
+                               F.mse_loss(ag.ones(3), ag.zeros(3)).item())
+    with pytest.raises(TypeError, match=r"relu\(\): argument 'input'"):
+        ag.nn.ReLU()(np.ones(3))
+
+
+def test_module_calls_refuse_non_tensors_cleanly():
+    for name in sorted(dir(ag.nn)):
+        cls = getattr(ag.nn, name)
+        if not (inspect.isclass(cls) and issubclass(cls, ag.nn.Module)):
+            continue
+        try:
+            module = cls()
+        except TypeError:  # needs arguments (sizes): swept through its functional form
+            continue
+        for value in (np.ones((2, 3)), [1.0, 2.0], 1.5, "x"):
+            _call(f"nn.{name}", module, value)
+
+
+def test_a_float64_array_promotes_as_a_float64_tensor_as_in_torch():
+    torch = pytest.importorskip("torch")
+    ours = ag.ones(3) + np.ones(3)
+    theirs = torch.ones(3) + np.ones(3)
+    assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.") == "float64"
+    assert str((ag.ones(3) + 1.5).dtype) == "float32"  # a Python number does not promote
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_bad_calls(data, fake_backend):
+    bad = _bad_values(fake_backend)
+    label, fn = data.draw(st.sampled_from(FUNCTIONS + [(f"Tensor.{m}", m) for m in METHODS]))
+    args = data.draw(st.lists(st.sampled_from(bad + [ag.ones(2, 3), 0, -1, 2]), min_size=0,
+                              max_size=3))
+    if isinstance(fn, str):
+        _call(label, getattr(data.draw(st.sampled_from(bad[6:] + [ag.ones(3)])), fn), *args)
+    else:
+        _call(label, fn, *args)
