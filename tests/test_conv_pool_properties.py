@@ -14,8 +14,14 @@ from hypothesis import strategies as st
 from oracles import check_second_order
 
 import aiograd as ag
-from aiograd._ops.conv import (_col2im_array, _geometry, _im2col_array, avg_pool2d, conv2d,
-                               max_pool2d)
+from aiograd._ops.conv import (
+    _col2im_array,
+    _geometry,
+    _im2col_array,
+    avg_pool2d,
+    conv2d,
+    max_pool2d,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
