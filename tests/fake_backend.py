@@ -36,8 +36,8 @@ import numpy
 import aiograd
 from aiograd.devices import DeviceBackend
 
-__all__ = ["FakeArray", "FakeBackend", "FakeEvent", "FakeStream", "LogEntry", "ProbeCall",
-           "probe"]
+__all__ = ["FakeArray", "FakeBackend", "FakeEvent", "FakeStream", "HostSyncs", "LogEntry",
+           "ProbeCall", "host_syncs", "probe"]
 
 
 # ---- arrays ----
@@ -82,8 +82,71 @@ class FakeArray(numpy.ndarray):
     def __repr__(self) -> str:
         return f"FakeArray({numpy.asarray(self)!r}, fake_index={self.fake_index})"
 
+    # Host synchronisations: what CuPy does with a device-to-host copy. See HostSyncs.
+
+    def __bool__(self) -> bool:
+        host_syncs.record(self, "bool")
+        return bool(_host_view(self))
+
+    def __int__(self) -> int:
+        host_syncs.record(self, "int")
+        return int(_host_view(self))
+
+    def __float__(self) -> float:
+        host_syncs.record(self, "float")
+        return float(_host_view(self))
+
+    def __index__(self) -> int:
+        host_syncs.record(self, "index")
+        return _host_view(self).__index__()
+
+    def item(self, *args: Any) -> Any:
+        host_syncs.record(self, "item")
+        return _host_view(self).item(*args)
+
+    def tolist(self) -> Any:
+        host_syncs.record(self, "tolist")
+        return _host_view(self).tolist()
+
+    def get(self) -> numpy.ndarray:
+        """CuPy's device-to-host copy."""
+        host_syncs.record(self, "get")
+        return numpy.array(_host_view(self), copy=True)
+
     def __reduce_ex__(self, protocol: Any) -> Any:
         return (_rebuild, (numpy.asarray(self).copy(), self.fake_index))
+
+
+class HostSyncs:
+    """Counts the host synchronisations a CUDA array would cost: ``bool() int() float()
+    operator.index() .item() .tolist() .get()`` of a device array, ``to_host`` and
+    ``synchronize`` (issue 22: built-in ops must do none in forward or backward).
+    Calls NumPy makes inside an array function (``_nested.depth > 0``) are its own
+    host-side work and are not counted. ``events`` lists (kind, shape) per sync."""
+
+    def __init__(self) -> None:
+        # Invariant: appended to only under _lock (a worker and the loop both compute).
+        self._lock = threading.Lock()
+        self.events: list[tuple[str, tuple[int, ...]]] = []
+
+    def record(self, array: Any, kind: str) -> None:
+        if getattr(array, "fake_index", None) is None or _nested.depth:
+            return
+        self.add(kind, tuple(numpy.shape(array)))
+
+    def add(self, kind: str, shape: tuple[int, ...] = ()) -> None:
+        with self._lock:
+            self.events.append((kind, shape))
+
+    def count(self) -> int:
+        return len(self.events)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.events.clear()
+
+
+host_syncs = HostSyncs()
 
 
 def _rebuild(host: numpy.ndarray, index: int) -> FakeArray:
@@ -271,7 +334,13 @@ class FakeBackend(DeviceBackend):
         return _place(numpy.array(array, copy=True), index)
 
     def to_host(self, array: Any) -> numpy.ndarray:
+        host_syncs.record(array, "to_host")
         return numpy.array(_host_view(array), copy=True)
+
+    def synchronize(self, index: int) -> None:
+        """Wait for device ``index`` (a no-op here, counted as a host sync)."""
+        self._check_index(index)
+        host_syncs.add("synchronize")
 
     def copy_to(self, array: Any, index: int) -> FakeArray:
         self._check_index(index)

@@ -19,6 +19,7 @@ Note [Convolution as im2col and one matmul]
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from typing import Any, NamedTuple
@@ -54,40 +55,118 @@ def _host_to(values: Any, like: Any) -> Any:
     return values if dev is CPU else dev.backend.from_host(values, dev.index)
 
 
-def _im2col_array(x: Any, geo: _Geometry, fill: Any = 0) -> Any:
-    """The (N, C*kh*kw, Ho*Wo) windows of the 4-D array ``x`` (channel-major, then kernel
-    row and column, as ``unfold``): a strided view of the input padded with ``fill``,
-    copied once."""
-    xp = _dual.xp_of(x)
+@functools.lru_cache(maxsize=64)
+def _positions_on(count: int, dev: Any) -> Any:
+    positions = numpy.arange(count, dtype=numpy.int32)
+    return positions if dev is CPU else dev.backend.from_host(positions, dev.index)
+
+
+def _positions(count: int, like: Any) -> Any:
+    """``arange(count)`` (int32) on the device of ``like``, copied there once per device
+    and count, not per call."""
+    return _positions_on(count, device_of_array(like))
+
+
+def _strided(x: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
+    """``as_strided`` of the array module of ``x``; a NumPy subclass (a device's array)
+    stays one."""
+    if isinstance(x, numpy.ndarray):
+        return numpy.lib.stride_tricks.as_strided(x, shape, strides, subok=True)
+    return _dual.xp_of(x).lib.stride_tricks.as_strided(x, shape, strides)
+
+
+def _window_view(x: Any, geo: _Geometry, fill: Any = 0) -> Any:
+    """The windows of the 4-D array ``x`` padded with ``fill``, as a strided view of
+    shape (N, C, kh, kw, Ho, Wo): element [n, c, i, j, y, x'] is the padded input at
+    (y * sh + i * dh, x' * sw + j * dw). Only the padding copies."""
     if any(geo.pads[0]) or any(geo.pads[1]):
-        x = xp.pad(x, ((0, 0), (0, 0)) + geo.pads, constant_values=fill)
+        x = _dual.xp_of(x).pad(x, ((0, 0), (0, 0)) + geo.pads, constant_values=fill)
     n, c = x.shape[:2]
     (kh, kw), (dh, dw), (sh, sw), (oh, ow) = geo.kernel, geo.dilation, geo.stride, geo.out
     s_n, s_c, s_h, s_w = x.strides
-    shape, strides = (n, c, kh, kw, oh, ow), (s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw)
-    if isinstance(x, numpy.ndarray):  # a subclass (a device's array) stays one
-        windows = numpy.lib.stride_tricks.as_strided(x, shape, strides, subok=True)
-    else:
-        windows = xp.lib.stride_tricks.as_strided(x, shape, strides)
-    return windows.reshape((n, c * kh * kw, oh * ow))
+    return _strided(x, (n, c, kh, kw, oh, ow),
+                    (s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw))
+
+
+def _im2col_array(x: Any, geo: _Geometry, fill: Any = 0) -> Any:
+    """The (N, C*kh*kw, Ho*Wo) windows of the 4-D array ``x`` (channel-major, then kernel
+    row and column, as ``unfold``), padded with ``fill``, copied once."""
+    n, c = x.shape[:2]
+    kh, kw = geo.kernel
+    return _window_view(x, geo, fill).reshape((n, c * kh * kw, geo.out[0] * geo.out[1]))
+
+
+def _im2col_rows(x: Any, geo: _Geometry) -> Any:
+    """The windows of the 4-D array ``x`` as one (C*kh*kw, N*Ho*Wo) matrix, the operand
+    of the single GEMM of a convolution with groups=1 (copied once)."""
+    n, c = x.shape[:2]
+    kh, kw = geo.kernel
+    view = _window_view(x, geo).transpose((1, 2, 3, 0, 4, 5))
+    return view.reshape((c * kh * kw, n * geo.out[0] * geo.out[1]))
+
+
+def _col2im_blocks(blocks: Any, geo: _Geometry) -> Any:
+    """The adjoint of :func:`_window_view`: ``blocks`` (N, C, kh, kw, Ho, Wo), of any
+    strides, added back at their input positions (padding dropped), as a gather.
+
+    Note [col2im as a gather]
+        Each block row y of kernel row i lands on padded row ``p = y sh + i dh``. Place
+        the blocks on a zero grid ``P`` with rows ``e + y sh`` (``e = dh (kh - 1)``, the
+        zero margin); then padded row p receives ``sum over i of P[i, e + p - i dh]``
+        (zero where no block lands). That is one strided view of P with the i axis
+        stepping ``-dh`` rows (and likewise for columns), summed over (i, j): each pixel
+        sums its contributions; no scatter, no loop over kernel positions. The CUDA
+        kernel of :mod:`._cuda_kernels` computes the same sum per pixel without P.
+    """
+    n, c, h, w = geo.input_shape
+    (kh, kw), (dh, dw), (sh, sw), (oh, ow) = geo.kernel, geo.dilation, geo.stride, geo.out
+    if (dh, dw) == (1, 1) and (sh, sw) == (kh, kw):  # windows tile the input: no sums
+        tiled = blocks.transpose((0, 1, 4, 2, 5, 3)).reshape((n, c, oh * kh, ow * kw))
+        return _cropped(tiled, geo, (oh * kh, ow * kw))
+    eh, ew = dh * (kh - 1), dw * (kw - 1)
+    span_h, span_w = sh * (oh - 1) + 1, sw * (ow - 1) + 1
+    grid = _dual.xp_of(blocks).empty_like(
+        blocks, shape=(kh, kw, n, c, span_h + 2 * eh, span_w + 2 * ew), order="C")
+    if sh > 1 or sw > 1:  # zeros between the placed rows or columns
+        grid[...] = 0
+    else:  # the blocks cover the inside: zero the margins only
+        grid[:, :, :, :, :eh] = 0
+        grid[:, :, :, :, eh + span_h:] = 0
+        grid[:, :, :, :, eh:eh + span_h, :ew] = 0
+        grid[:, :, :, :, eh:eh + span_h, ew + span_w:] = 0
+    grid[:, :, :, :, eh:eh + span_h:sh, ew:ew + span_w:sw] = blocks.transpose(
+        (2, 3, 0, 1, 4, 5))
+    s_i, s_j, s_n, s_c, s_h, s_w = grid.strides
+    covered_h, covered_w = span_h + eh, span_w + ew
+    view = _strided(grid[:, :, :, :, eh:, ew:], (kh, kw, n, c, covered_h, covered_w),
+                    (s_i - dh * s_h, s_j - dw * s_w, s_n, s_c, s_h, s_w))
+    return _cropped(view.sum(axis=(0, 1)), geo, (covered_h, covered_w))
+
+
+def _cropped(padded: Any, geo: _Geometry, covered: tuple[int, int]) -> Any:
+    """The input's part of ``padded`` (N, C, *covered), the sums over the top-left
+    ``covered`` part of the padded input: zeros where no window reaches, padding dropped."""
+    n, c, h, w = geo.input_shape
+    (top, _), (left, _) = geo.pads
+    short_h, short_w = top + h - covered[0], left + w - covered[1]
+    if short_h > 0 or short_w > 0:  # rows or columns no window reaches
+        padded = _dual.xp_of(padded).pad(
+            padded, ((0, 0), (0, 0), (0, max(short_h, 0)), (0, max(short_w, 0))))
+    if top or left or padded.shape[2] != h or padded.shape[3] != w:
+        padded = _dual.contiguous(padded[:, :, top:top + h, left:left + w])
+    return padded
 
 
 def _col2im_array(cols: Any, geo: _Geometry) -> Any:
-    """The adjoint of :func:`_im2col_array`: each column entry added back at its input
-    position (padding dropped), one strided slice per kernel position."""
-    xp = _dual.xp_of(cols)
-    n, c, h, w = geo.input_shape
-    (kh, kw), (dh, dw), (sh, sw), (oh, ow) = geo.kernel, geo.dilation, geo.stride, geo.out
-    (top, bottom), (left, right) = geo.pads
-    out = xp.zeros_like(cols, shape=(n, c, h + top + bottom, w + left + right))
-    blocks = cols.reshape((n, c, kh, kw, oh, ow))
-    for i in range(kh):
-        rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
-        for j in range(kw):
-            out[:, :, rows, j * dw:j * dw + sw * (ow - 1) + 1:sw] += blocks[:, :, i, j]
-    if top or bottom or left or right:
-        out = _dual.contiguous(out[:, :, top:top + h, left:left + w])
-    return out
+    """The adjoint of :func:`_im2col_array`; see Note [col2im as a gather]."""
+    n, c = geo.input_shape[:2]
+    return _col2im_blocks(cols.reshape((n, c) + geo.kernel + geo.out), geo)
+
+
+def _batch_first(out_rows: Any, n: int) -> Any:
+    """The (O, N*L) result of a GEMM as a C-contiguous (N, O, L) array."""
+    rows = out_rows.reshape((out_rows.shape[0], n, out_rows.shape[1] // max(n, 1)))
+    return _dual.contiguous(rows.transpose((1, 0, 2)))
 
 
 # ---- im2col / col2im as dual helpers ----
@@ -145,6 +224,8 @@ class ConvolutionBackward0(Node):
         n, c = geo.input_shape[:2]
         edges = self.next_edges
         g = grads[0]
+        if groups == 1 and type(g) is not Tensor:
+            return self.apply_gemm(g)
         out_channels = g.shape[1]
         g4 = _dual.reshape(g, (n, groups, out_channels // groups, geo.out[0] * geo.out[1]))
         gx = gw = gb = None
@@ -163,6 +244,29 @@ class ConvolutionBackward0(Node):
             gx = _dual.reshape(gx, (n, c) + tuple(geo.input_shape[4 - self.spatial:]))
         if len(edges) == 3 and edges[2] is not None:
             gb = _dual.sum_dims(g, (0,) + tuple(range(2, 2 + self.spatial)))
+        return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
+
+    def apply_gemm(self, g: Any) -> tuple[Any, ...]:
+        """The gradients as arrays when groups == 1: one GEMM each for d weight and for
+        the columns of d input, whose col2im is a gather (Note [col2im as a gather])."""
+        geo, edges = self.geometry, self.next_edges
+        n, out_channels = g.shape[:2]
+        length = geo.out[0] * geo.out[1]
+        g_rows = _dual.contiguous(g.reshape((n, out_channels, length)).transpose((1, 0, 2)))
+        g_rows = g_rows.reshape((out_channels, n * length))
+        gx = gw = gb = None
+        if edges[1] is not None:
+            x = self.input.unpack(self, False)
+            gw = g_rows @ _im2col_rows(x.reshape(geo.input_shape), geo).T
+            gw = gw.reshape((out_channels, geo.input_shape[1]) + geo.kernel[2 - self.spatial:])
+        if edges[0] is not None:
+            w = self.weight.unpack(self, False)
+            gcols = w.reshape((out_channels, math.prod(w.shape[1:]))).T @ g_rows
+            blocks = gcols.reshape((geo.input_shape[1],) + geo.kernel + (n,) + geo.out)
+            gx = _col2im_blocks(blocks.transpose((3, 0, 1, 2, 4, 5)), geo)
+            gx = gx.reshape((n, geo.input_shape[1]) + geo.input_shape[4 - self.spatial:])
+        if len(edges) == 3 and edges[2] is not None:
+            gb = g.sum(axis=(0,) + tuple(range(2, 2 + self.spatial)))
         return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
 
     def weight_shape(self, gw: Any) -> tuple[int, ...]:
@@ -334,9 +438,14 @@ def _convolution(input: Tensor, weight: Tensor, bias: Tensor | None,  # noqa: A0
     geo = _geometry(tuple(input.shape), tuple(weight.shape[2:]), dilation, stride, pads)
     n = input.shape[0]
     out_channels = weight.shape[0]
-    cols = _im2col_array(input.data.reshape(geo.input_shape), geo)
-    wm = weight.data.reshape((groups, out_channels // groups, cols.shape[1] // groups))
-    data = wm @ cols.reshape((n, groups, cols.shape[1] // groups, cols.shape[2]))
+    x = input.data.reshape(geo.input_shape)
+    if groups == 1:
+        rows = _im2col_rows(x, geo)
+        data = _batch_first(weight.data.reshape((out_channels, rows.shape[0])) @ rows, n)
+    else:
+        cols = _im2col_array(x, geo)
+        wm = weight.data.reshape((groups, out_channels // groups, cols.shape[1] // groups))
+        data = wm @ cols.reshape((n, groups, cols.shape[1] // groups, cols.shape[2]))
     data = data.reshape((n, out_channels) + geo.out[2 - spatial:])
     if bias is not None:
         data += bias.data.reshape((out_channels,) + (1,) * spatial)
@@ -518,7 +627,8 @@ class MaxPool2DWithIndicesBackwardBackward0(_PoolBackwardBackward):
 
 class MaxPool2DWithIndicesBackward0(_PoolBackward):
     """Each output's g routed to its window's (first) maximum, summed where windows
-    overlap. ``argmax``: the maximum's position in its window, (N, C, 1, Ho*Wo)."""
+    overlap. ``argmax``: the maximum's position in its window (row-major), (N, C,
+    Ho*Wo), int8 (int32 for windows of over 127 elements)."""
 
     __slots__ = ("argmax",)
     backward_cls = MaxPool2DWithIndicesBackwardBackward0
@@ -526,9 +636,17 @@ class MaxPool2DWithIndicesBackward0(_PoolBackward):
     def picked(self) -> Any:
         """True at each window's maximum, (N, C, kh*kw, Ho*Wo)."""
         k = self.geometry.kernel[0] * self.geometry.kernel[1]
-        return _host_to(numpy.arange(k).reshape((1, 1, k, 1)), self.argmax) == self.argmax
+        return _positions(k, self.argmax).reshape((1, 1, k, 1)) == self.argmax[:, :, None]
 
     def spread(self, g: Any) -> Any:
+        geo = self.geometry
+        if type(g) is not Tensor:  # the windows' gradient built window-last, then gathered
+            k = geo.kernel[0] * geo.kernel[1]
+            routed = _positions(k, self.argmax) == self.argmax[..., None]
+            g = g.reshape(self.argmax.shape + (1,))
+            blocks = (routed * g).reshape(geo.input_shape[:2] + geo.out + geo.kernel)
+            gx = _col2im_blocks(blocks.transpose((0, 1, 4, 5, 2, 3)), geo)
+            return gx.reshape(self.input_shape)
         g = _dual.reshape(g, self.windows_shape()[:2] + (1, self.windows_shape()[3]))
         return _pool_grad(_dual.where(self.picked(), g, 0), self.geometry, self.input_shape)
 
@@ -555,11 +673,17 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None,  # noqa: A00
     if x.dtype.kind not in "fiu":
         raise NotImplementedError(
             f"\"max_pool2d\" not implemented for '{scalar_type_name(x.dtype)}'")
-    cols = _windows(x, geo, _lowest(x.dtype, xp))
-    argmax = xp.expand_dims(cols.argmax(axis=2), 2)
     out_shape = tuple(input.shape[:-2]) + geo.out
-    data = xp.take_along_axis(cols, argmax, 2).reshape(out_shape)
     edges = edges_of(input)
+    view = _window_view(x.reshape(geo.input_shape), geo, _lowest(x.dtype, xp))
+    if edges is None and not return_indices:  # values only: no window copy
+        return plain(view.max(axis=(2, 3)).reshape(out_shape), input.device)
+    k = geo.kernel[0] * geo.kernel[1]
+    n, c = geo.input_shape[:2]
+    windows = view.transpose((0, 1, 4, 5, 2, 3)).reshape((n, c, geo.out[0] * geo.out[1], k))
+    wide = windows.argmax(axis=3)
+    data = xp.take_along_axis(windows, wide[..., None], 3).reshape(out_shape)
+    argmax = wide.astype(numpy.int8 if k <= 127 else numpy.int32)
     if edges is None:
         result = plain(data, input.device)
     else:
@@ -579,6 +703,7 @@ def _flat_indices(argmax: Any, geo: _Geometry) -> Any:
     oh, ow = geo.out
     starts = (numpy.repeat(numpy.arange(oh) * sh - top, ow) * geo.input_shape[3]
               + numpy.tile(numpy.arange(ow) * sw - left, oh))
+    argmax = argmax.astype(numpy.int64)
     offsets = argmax // kw * (dh * geo.input_shape[3]) + argmax % kw * dw
     return (_host_to(starts, argmax) + offsets).astype(numpy.int64)
 
@@ -595,6 +720,12 @@ class AvgPool2DBackward0(_PoolBackward):
     backward_cls = AvgPool2DBackwardBackward0
 
     def spread(self, g: Any) -> Any:
+        geo = self.geometry
+        if type(g) is not Tensor:  # one broadcast block per window, gathered
+            g = g.reshape(geo.input_shape[:2] + (1, 1) + geo.out) / self.divisor.reshape(
+                (1, 1, 1, 1) + geo.out)
+            blocks = _dual.expand(g, geo.input_shape[:2] + geo.kernel + geo.out)
+            return _col2im_blocks(blocks, geo).reshape(self.input_shape)
         n, c, k, length = self.windows_shape()
         g = _dual.reshape(g, (n, c, 1, length)) / self.divisor
         return _pool_grad(_dual.expand(g, (n, c, k, length)), self.geometry, self.input_shape)
@@ -633,7 +764,7 @@ def _avg_pool(node_cls: type[Node], input: Tensor, geo: _Geometry,  # noqa: A002
     """The mean over each window (sum / ``divisor``), recorded by ``node_cls``."""
     x = input.data
     xp = input.device.xp
-    total = _dual.sum_dims(_windows(x, geo, 0), 2)
+    total = _dual.sum_dims(_windows(x, geo, 0), 2)  # in window order, as PyTorch's
     divisor = _host_to(divisor.astype(x.dtype) if x.dtype.kind == "f" else divisor, x)
     if x.dtype.kind == "f":
         data = total / divisor

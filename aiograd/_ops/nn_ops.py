@@ -21,13 +21,13 @@ Note [Fused cross entropy]
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy
 
 from .._tensor import Tensor, cpp_type_name, scalar_type_name
 from .._warn import warn_user
-from ..devices import device_of_array
+from ..devices import CPU, device_of_array
 from ..grad_mode import _grad_enabled
 from ..graph._node import Node
 from . import _dual
@@ -378,17 +378,24 @@ def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor: 
 class CrossEntropyLossBackward0(Node):
     """See Note [Fused cross entropy]. ``probs`` is the (N, C) softmax of the logits."""
 
-    __slots__ = ("self_", "probs", "target", "reduction")
+    __slots__ = ("self_", "probs", "target", "reduction", "checked")
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
         target = self.target.unpack(self, False).reshape(-1)  # (N,): a 1-D input's is ()
         n = target.shape[0]
+        checked = self.checked
+        if checked is not None:  # on a device: see Note [Device-side target checks]
+            target = checked.classes
         if self.reduction == "none":
             scale = _dual.reshape(g, (n, 1))
+        elif checked is not None and self.reduction == "mean":
+            scale = g / checked.count
         else:
             # An empty batch's gradient is empty: no ``/ 0`` (and its warning) for it.
             scale = g / n if self.reduction == "mean" and n else g
+        if checked is not None:
+            scale = scale * checked.rows
         rows = _dual.xp_of(target).arange(n)
         if create_graph:
             probs = softmax(self.self_.unpack(self, True), -1)
@@ -396,13 +403,40 @@ class CrossEntropyLossBackward0(Node):
             onehot[rows, target] = 1
             return ((probs - onehot) * scale,)
         grad = self.probs.unpack(self, False) * scale
-        grad[rows, target] -= scale[:, 0] if self.reduction == "none" else scale
+        grad[rows, target] -= scale[:, 0] if scale.ndim == 2 else scale
         return (grad,)
 
     def release_variables(self) -> None:
         self.self_.release()
         self.probs.release()
         self.target.release()
+
+
+class _CheckedTargets(NamedTuple):
+    """Targets checked on the device (Note [Device-side target checks]): ``classes`` (N,)
+    with every out-of-range entry replaced by 0, ``rows`` (N, 1) of 1 (a class), 0 (the
+    ignore index) or nan (out of range), and ``count``, the 0-d number of counted rows."""
+
+    classes: Any
+    rows: Any
+    count: Any
+
+
+def _check_on_device(t: Any, c: int, ignore_index: int, dtype: Any) -> _CheckedTargets:
+    """Note [Device-side target checks]
+        A device's fused cross_entropy does not read its targets on the host (an
+        ``int(max(target))`` would wait for the device). The rows are checked on the
+        device instead: a target equal to ``ignore_index`` counts for nothing, as on
+        the CPU; any other target outside ``[0, C)`` makes its loss and gradient nan
+        (PyTorch's CUDA kernels fail such a target with a device-side assert, which is
+        asynchronous too). The CPU keeps its exact check and error message.
+    """
+    xp = _dual.xp_of(t)
+    inside = t.view(t.dtype.str.replace("i", "u")) < c  # a negative index is huge unsigned
+    ignored = t == ignore_index
+    rows = xp.where(inside, 1.0, xp.where(ignored, 0.0, _NAN)).astype(dtype)
+    count = (~ignored).sum().astype(dtype)
+    return _CheckedTargets(xp.where(inside, t, 0), rows[:, None], count)
 
 
 def _fused_targets(target: Any, logits: Tensor, ignore_index: int) -> Any:
@@ -424,6 +458,8 @@ def _fused_targets(target: Any, logits: Tensor, ignore_index: int) -> Any:
     if t.shape != (() if logits.ndim == 1 else (n,)) or 0 <= ignore_index < c:
         return None
     t = t.reshape((n,))
+    if t_dev is not CPU:  # checked on the device: Note [Device-side target checks]
+        return t
     # One pass: as unsigned, a negative index is huge (``uint`` view of the same bytes).
     if n and int(_max_dims(t.view(t.dtype.str.replace("i", "u")), None)) >= c:
         return None
@@ -456,13 +492,22 @@ def cross_entropy(
         return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
     xp = input.device.xp
     x = input.data if input.ndim == 2 else input.data.reshape((1, -1))
+    checked = None
+    if input.device is not CPU:
+        checked = _check_on_device(t, x.shape[1], ignore_index, x.dtype)
+        t = checked.classes
     z = _shifted(x, 1)
     probs = xp.exp(z)
     sums = _dual.sum_dims(probs, 1, keepdim=True)
     losses = xp.log(sums[:, 0]) - z[xp.arange(t.shape[0]), t]
+    if checked is not None:
+        losses = losses * checked.rows[:, 0]
     if input.ndim == 1:
         losses = losses.reshape(())
-    data = _reduce(losses, reduction)
+    if checked is not None and reduction == "mean":
+        data = as_array(_dual.sum_dims(losses, None) / checked.count)
+    else:
+        data = _reduce(losses, reduction)
     edges = edges_of(input)
     if edges is None:
         return plain(data, input.device)
@@ -472,7 +517,7 @@ def cross_entropy(
     node.probs = save(Tensor._wrap(probs, input.device))
     # the target tensor itself, as PyTorch saves it: writing it in place later is caught
     node.target = save(target if isinstance(target, Tensor) else Tensor._wrap(t, input.device))
-    node.reduction = reduction
+    node.reduction, node.checked = reduction, checked
     return record(node, data, input.device)
 
 
