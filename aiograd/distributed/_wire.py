@@ -72,7 +72,40 @@ def dumps(obj: Any, on_tensor: Callable[[Tensor], Any] | None = None) -> list[by
     return [_LEN.pack(len(header)) + header, *blobs]
 
 
-def loads(payload: bytes, on_tensor: Callable[[numpy.ndarray, Any], Tensor] | None = None) -> Any:
+def chunks(bufs: list[bytes | memoryview], size: int) -> list[bytes]:
+    """``bufs`` cut into messages of at most ``size`` bytes (one copy)."""
+    out: list[bytes] = []
+    pending: list[memoryview] = []
+    room = size
+    for buf in bufs:
+        view = memoryview(buf).cast("B")
+        while len(view):
+            take = view[:room]
+            pending.append(take)
+            view = view[len(take):]
+            room -= len(take)
+            if room == 0:
+                out.append(b"".join(pending))
+                pending, room = [], size
+    if pending:
+        out.append(b"".join(pending))
+    return out
+
+
+def gather(parts: list[bytes]) -> bytes | bytearray:
+    """The message a list of chunks makes: one chunk as is, several in one writable buffer
+    (its tensors are then views of it, no further copy)."""
+    if len(parts) == 1:
+        return parts[0]
+    out = bytearray(sum(len(p) for p in parts))
+    offset = 0
+    for p in parts:
+        out[offset:offset + len(p)] = p
+        offset += len(p)
+    return out
+
+
+def loads(payload: bytes | bytearray, on_tensor: Callable[[numpy.ndarray, Any], Tensor] | None = None) -> Any:
     """Inverse of :func:`dumps` (``payload`` is the joined buffers)."""
     view = memoryview(payload)
     (n,) = _LEN.unpack_from(view, 0)
@@ -85,7 +118,9 @@ def loads(payload: bytes, on_tensor: Callable[[numpy.ndarray, Any], Tensor] | No
         dt = numpy.dtype(dtype)
         count = int(numpy.prod(shape, dtype=numpy.int64))
         nbytes = count * dt.itemsize
-        arr = numpy.frombuffer(view[offset:offset + nbytes], dtype=dt).reshape(shape).copy()
+        arr = numpy.frombuffer(view[offset:offset + nbytes], dtype=dt).reshape(shape)
+        if view.readonly:
+            arr = arr.copy()
         offset += nbytes
         if on_tensor is not None:
             return on_tensor(arr, extra)

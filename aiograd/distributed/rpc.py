@@ -134,18 +134,16 @@ class _Agent:
         return bound
 
     async def _serve_unary(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        return await self._serve([request], _UNARY, context)
+        return b"".join(await self._serve([request], _UNARY, context))
 
     async def _serve_stream(self, requests: AsyncIterator[bytes],
                             context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         chunks = [c async for c in requests]
-        reply = await self._serve(chunks, _STREAM, context)
-        view = memoryview(reply)
-        for i in range(0, len(view), CHUNK):
-            yield bytes(view[i:i + CHUNK])
+        for chunk in _wire.chunks(await self._serve(chunks, _STREAM, context), CHUNK):
+            yield chunk
 
     async def _serve(self, chunks: list[bytes], method: str,
-                     context: grpc.aio.ServicerContext) -> bytes:
+                     context: grpc.aio.ServicerContext) -> list[bytes | memoryview]:
         md = context.invocation_metadata()
         token = _auth.metadata_value(md, _auth.AUTH_KEY) or ""
         if _auth.digest(chunks) != token.split(":")[2]:  # verified by the interceptor
@@ -156,7 +154,7 @@ class _Agent:
         remaining = context.time_remaining()
         _deadline.set(None if remaining is None else time.monotonic() + remaining)
         try:
-            kind, payload = _wire.loads(b"".join(chunks) if len(chunks) != 1 else chunks[0],
+            kind, payload = _wire.loads(_wire.gather(chunks),
                                         _autograd()._on_recv_tensor(sender, context_id))
             with _autograd()._serving_context(context_id):
                 result = ("ok", await _HANDLERS[kind](self, sender, payload))
@@ -165,9 +163,9 @@ class _Agent:
         except Exception as e:  # noqa: BLE001 - sent back to the caller with this node's rank
             result = ("err", self.rank, f"{type(e).__name__}: {e}")
         try:
-            return b"".join(_wire.dumps(result, _autograd()._on_send_tensor(sender, context_id)))
+            return _wire.dumps(result, _autograd()._on_send_tensor(sender, context_id))
         except Exception as e:  # noqa: BLE001 - an unpicklable result
-            return b"".join(_wire.dumps(("err", self.rank, f"{type(e).__name__}: {e}")))
+            return _wire.dumps(("err", self.rank, f"{type(e).__name__}: {e}"))
 
     # ---- client ----
 
@@ -208,12 +206,11 @@ class _Agent:
                       (_auth.FROM_KEY, str(self.rank)), *extra)
                 reply = await unary(body, timeout=t, metadata=md, wait_for_ready=wait_for_ready)
             else:
-                body = b"".join(bufs)
-                chunks = [body[i:i + CHUNK] for i in range(0, size, CHUNK)]
+                chunks = _wire.chunks(bufs, CHUNK)
                 md = ((_auth.AUTH_KEY, _auth.sign(self.secret, _STREAM, _auth.digest(chunks))),
                       (_auth.FROM_KEY, str(self.rank)), *extra)
                 reply_chunks = [c async for c in stream(iter(chunks), timeout=t, metadata=md)]
-                reply = b"".join(reply_chunks)
+                reply = _wire.gather(reply_chunks)
         except grpc.aio.AioRpcError as e:
             if e.code() == grpc.StatusCode.CANCELLED and asyncio.current_task().cancelling():
                 raise asyncio.CancelledError from e
