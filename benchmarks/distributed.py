@@ -19,7 +19,8 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy
 
@@ -86,7 +87,8 @@ async def _aiograd_main(rounds: int) -> None:
         t0 = time.perf_counter()
         await rpc.rpc_async("w1", identity, (big,))
         bt.append(time.perf_counter() - t0)
-    emit(bench="throughput", impl="aiograd", gb_per_s=round(2 * BIG * 8 / statistics.median(bt) / 1e9, 3))
+    emit(bench="throughput", impl="aiograd",
+         gb_per_s=round(2 * BIG * 8 / statistics.median(bt) / 1e9, 3))
 
     x = aiograd.tensor(numpy.random.default_rng(0).standard_normal((64, D)))
     w1 = aiograd.tensor(_weights(1), requires_grad=True)
@@ -104,7 +106,8 @@ async def _aiograd_main(rounds: int) -> None:
     await _backward("aiograd", dist, local, rounds)
 
 
-async def _backward(impl: str, dist: Callable[[], Any], local: Callable[[], Any], rounds: int) -> None:
+async def _backward(impl: str, dist: Callable[[], Any], local: Callable[[], Any],
+                    rounds: int) -> None:
     td, tl = [], []
     for i in range(rounds + 2):
         for f, ts in ((dist, td), (local, tl)):

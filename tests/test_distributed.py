@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("grpc")
 
-import aiograd  # noqa: E402
 import dist_funcs as F  # noqa: E402
 from dist_cluster import cluster  # noqa: E402
 
+import aiograd  # noqa: E402
 from aiograd.distributed import autograd as dist_autograd  # noqa: E402
 from aiograd.distributed import rpc  # noqa: E402
 from aiograd.distributed.optim import DistributedOptimizer  # noqa: E402
@@ -233,7 +233,8 @@ def test_cancelling_the_caller_cancels_the_remote_backward() -> None:
             y = await rpc.rpc_async("worker2", F.hang, (x, "worker0"))
             task = asyncio.ensure_future(dist_autograd.backward(cid, [y.sum()]))
             assert await asyncio.to_thread(F.STARTED.wait, 20)
-            assert (await rpc.rpc_async("worker2", F.debug_info))["num_current_backward_passes"] == 1
+            info = await rpc.rpc_async("worker2", F.debug_info)
+            assert info["num_current_backward_passes"] == 1
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("grpc")
 
-import aiograd  # noqa: E402
 import dist_funcs as F  # noqa: E402
 from dist_cluster import cluster  # noqa: E402
 
+import aiograd  # noqa: E402
 from aiograd.distributed import autograd as dist_autograd  # noqa: E402
 from aiograd.distributed import rpc  # noqa: E402
 

@@ -16,8 +16,9 @@ pytestmark = [pytest.mark.distributed, pytest.mark.timeout(90)]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _launch(nproc: int, script: str, tmp_path: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+def _launch(nproc: int, script: str) -> subprocess.CompletedProcess:
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path)
     env.pop("AIOGRAD_RPC_SECRET", None)
     return subprocess.run([sys.executable, "-m", "aiograd.distributed.launch", "--nproc",
                            str(nproc), script], cwd=ROOT, env=env, capture_output=True,

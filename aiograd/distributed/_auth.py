@@ -14,7 +14,8 @@ import hmac
 import os
 import time
 from collections import OrderedDict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import grpc
 

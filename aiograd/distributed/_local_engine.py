@@ -41,10 +41,11 @@ def _sinks(outputs: list[Tensor], recv_type: type[Node]) -> tuple[list[Tensor], 
     return leaves, recvs
 
 
-async def local_backward(outputs: list[Tensor], grads: list[Any], recv_type: type[Node]
+async def local_backward(outputs: list[Tensor], grads: list[Any] | None, recv_type: type[Node]
                          ) -> tuple[list[tuple[Tensor, Tensor]], list[tuple[Node, Tensor]]]:
     """Run the local graph from ``outputs`` with ``grads``; ``(leaf, grad)`` and
-    ``(recv node, grad)`` pairs for every sink that received a gradient."""
+    ``(recv node, grad)`` pairs for every sink that received a gradient (``grads``
+    None: ones for scalar outputs)."""
     leaves, recvs = _sinks(outputs, recv_type)
     inputs: list[Any] = [*leaves, *(GradientEdge(r, 0) for r in recvs)]
     if not inputs:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import io
 import pickle
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy
 
@@ -105,7 +106,8 @@ def gather(parts: list[bytes]) -> bytes | bytearray:
     return out
 
 
-def loads(payload: bytes | bytearray, on_tensor: Callable[[numpy.ndarray, Any], Tensor] | None = None) -> Any:
+def loads(payload: bytes | bytearray,
+          on_tensor: Callable[[numpy.ndarray, Any], Tensor] | None = None) -> Any:
     """Inverse of :func:`dumps` (``payload`` is the joined buffers)."""
     view = memoryview(payload)
     (n,) = _LEN.unpack_from(view, 0)

@@ -26,12 +26,12 @@ and the caller tells every worker to release the context.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import itertools
 import threading
-from typing import Any, Callable, Iterator
-
-import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from aiograd._ops._record import edges_of, record
 from aiograd._tensor import Tensor
@@ -233,6 +233,7 @@ async def _run_pass(ctx: _Context, outputs: list[Tensor], grads: list[Any] | Non
     agent = _rpc._get_agent()
     async with asyncio.TaskGroup() as tg:
         for node, g in recv_grads:
+            assert isinstance(node, RecvRpcBackward)
             tg.create_task(agent.call(node.sender, "grad",
                                       (ctx.id, node.message_id, g, retain_graph)))
 

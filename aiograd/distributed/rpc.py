@@ -22,7 +22,8 @@ import os
 import socket
 import threading
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import grpc
 
@@ -153,6 +154,7 @@ class _Agent:
         context_id = None if raw_ctx is None else int(raw_ctx)
         remaining = context.time_remaining()
         _deadline.set(None if remaining is None else time.monotonic() + remaining)
+        result: tuple[Any, ...]
         try:
             kind, payload = _wire.loads(_wire.gather(chunks),
                                         _autograd()._on_recv_tensor(sender, context_id))
@@ -212,7 +214,8 @@ class _Agent:
                 reply_chunks = [c async for c in stream(iter(chunks), timeout=t, metadata=md)]
                 reply = _wire.gather(reply_chunks)
         except grpc.aio.AioRpcError as e:
-            if e.code() == grpc.StatusCode.CANCELLED and asyncio.current_task().cancelling():
+            task = asyncio.current_task()
+            if e.code() == grpc.StatusCode.CANCELLED and task is not None and task.cancelling():
                 raise asyncio.CancelledError from e
             raise RemoteError(to, f"{e.code().name}: {e.details()}") from None
         status, *rest = _wire.loads(reply, _autograd()._on_recv_tensor(to, context_id))
@@ -276,7 +279,8 @@ _thread: threading.Thread | None = None
 
 def _get_agent() -> _Agent:
     if _agent is None:
-        raise RuntimeError("RPC has not been initialized. Call aiograd.distributed.rpc.init_rpc first.")
+        raise RuntimeError("RPC has not been initialized. "
+                           "Call aiograd.distributed.rpc.init_rpc first.")
     return _agent
 
 
