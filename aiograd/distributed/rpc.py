@@ -369,10 +369,14 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
 
     def run() -> None:
         async def main() -> None:
-            agent = _Agent(name, rank, world_size, key, float(timeout))
+            global _agent
+            # Published before serving: peers may call in (and handlers use it) as soon as
+            # rank 0 has answered the rendezvous, before init_rpc returns here.
+            agent = _agent = _Agent(name, rank, world_size, key, float(timeout))
             try:
                 await _rendezvous(agent, host, master_addr, master_port)
             except BaseException as e:
+                _agent = None
                 await agent.close()
                 started.set_exception(e)
                 return
@@ -382,7 +386,7 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
 
     _thread = threading.Thread(target=run, name=f"aiograd-rpc-{rank}", daemon=True)
     _thread.start()
-    _agent = started.result()
+    started.result()
 
 
 async def _rendezvous(agent: _Agent, host: str, master_addr: str, master_port: int) -> None:
