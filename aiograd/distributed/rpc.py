@@ -1,0 +1,545 @@
+"""RPC between worker processes on gRPC's asyncio API (DESIGN.md §6, §6a).
+
+Note [One RPC thread]: grpc.aio servers and channels belong to the asyncio
+loop that made them (and grpc.aio does not run under Trio), so each process
+runs one agent on a dedicated thread with its own loop. Public coroutines
+submit work to that loop and await it from whatever loop the caller runs on;
+cancelling the caller cancels the agent-side task, which cancels the gRPC call,
+which cancels the handler on the peer.
+
+Every worker is server and client: one long-lived channel per peer, two
+generic methods (unary for small messages, a chunk stream for large ones),
+identity serializers, explicit message limits, a deadline on every call and
+the shared-secret check of ``_auth`` in front of every handler.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import itertools
+import os
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from . import _auth, _wire
+
+__all__ = ["init_rpc", "rpc_async", "rpc_sync", "remote", "RRef", "shutdown",
+           "get_worker_info", "WorkerInfo", "RemoteError", "DEFAULT_RPC_TIMEOUT"]
+
+DEFAULT_RPC_TIMEOUT = 60.0
+_SERVICE = "/aiograd.Rpc/"
+CTX_KEY = "x-aiograd-context"
+_UNARY = _SERVICE + "Call"
+_STREAM = _SERVICE + "CallStream"
+#: Messages above this travel as a stream of chunks of this size.
+CHUNK = 8 << 20
+_MAX_MSG = 64 << 20
+_OPTIONS = [
+    ("grpc.max_send_message_length", _MAX_MSG),
+    ("grpc.max_receive_message_length", _MAX_MSG),
+    ("grpc.so_reuseport", 0),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+_SERVER_OPTIONS = _OPTIONS + [("grpc.http2.min_ping_interval_without_data_ms", 5_000)]
+
+#: Remaining seconds of the handler being served (Python does not propagate deadlines).
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "aiograd_rpc_deadline", default=None)
+
+
+class RemoteError(RuntimeError):
+    """A failure on another worker: ``"Error on Node N: <original message>"``."""
+
+    def __init__(self, node: int, message: str) -> None:
+        super().__init__(f"Error on Node {node}: {message}")
+        self.node = node
+        self.original = message
+
+
+class WorkerInfo:
+    __slots__ = ("name", "id")
+
+    def __init__(self, name: str, id: int) -> None:  # noqa: A002
+        self.name = name
+        self.id = id
+
+    def __repr__(self) -> str:
+        return f"WorkerInfo(id={self.id}, name={self.name})"
+
+
+#: Request kind -> coroutine function(agent, from_rank, payload) serving it.
+_HANDLERS: dict[str, Callable[[Any, int, Any], Awaitable[Any]]] = {}
+
+
+def handler(kind: str) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+    def register(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        _HANDLERS[kind] = fn
+        return fn
+    return register
+
+
+def _autograd() -> Any:
+    from . import autograd
+    return autograd
+
+
+class _Agent:
+    """The per-process RPC state; all its coroutines run on its own loop."""
+
+    def __init__(self, name: str, rank: int, world_size: int, secret: bytes,
+                 timeout: float) -> None:
+        self.name = name
+        self.rank = rank
+        self.world_size = world_size
+        self.secret = secret
+        self.timeout = timeout
+        self.workers: dict[int, WorkerInfo] = {}
+        self.addresses: dict[int, str] = {}
+        self.channels: dict[int, grpc.aio.Channel] = {}
+        self.calls: dict[int, tuple[Any, Any]] = {}
+        self.objects: dict[int, Any] = {}  # RRef values owned here
+        self.object_ids = itertools.count(1)
+        self.joined: dict[int, tuple[str, str]] = {}
+        self.all_joined = asyncio.Event()
+        self.shutdown_arrived: set[int] = set()
+        self.all_shutdown = asyncio.Event()
+        self.server: grpc.aio.Server | None = None
+        self.loop = asyncio.get_running_loop()
+        self.stopped = asyncio.Event()
+
+    # ---- server ----
+
+    async def start_server(self, host: str, port: int) -> int:
+        verifier = _auth.Verifier(self.secret)
+        server = grpc.aio.server(interceptors=[_auth.AuthInterceptor(verifier)],
+                                 options=_SERVER_OPTIONS)
+        ident = lambda b: b  # noqa: E731
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("aiograd.Rpc", {
+            "Call": grpc.unary_unary_rpc_method_handler(self._serve_unary, ident, ident),
+            "CallStream": grpc.stream_stream_rpc_method_handler(self._serve_stream, ident, ident),
+        })])
+        bound = server.add_insecure_port(f"{host}:{port}")
+        if bound == 0:
+            raise RuntimeError(f"init_rpc: could not bind {host}:{port}")
+        await server.start()
+        self.server = server
+        return bound
+
+    async def _serve_unary(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return b"".join(await self._serve([request], _UNARY, context))
+
+    async def _serve_stream(self, requests: AsyncIterator[bytes],
+                            context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        chunks = [c async for c in requests]
+        for chunk in _wire.chunks(await self._serve(chunks, _STREAM, context), CHUNK):
+            yield chunk
+
+    async def _serve(self, chunks: list[bytes], method: str,
+                     context: grpc.aio.ServicerContext) -> list[bytes | memoryview]:
+        md = context.invocation_metadata()
+        token = _auth.metadata_value(md, _auth.AUTH_KEY) or ""
+        if _auth.digest(chunks) != token.split(":")[2]:  # verified by the interceptor
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "rpc: body does not match")
+        sender = int(_auth.metadata_value(md, _auth.FROM_KEY) or -1)
+        raw_ctx = _auth.metadata_value(md, CTX_KEY)
+        context_id = None if raw_ctx is None else int(raw_ctx)
+        remaining = context.time_remaining()
+        _deadline.set(None if remaining is None else time.monotonic() + remaining)
+        result: tuple[Any, ...]
+        try:
+            kind, payload = _wire.loads(_wire.gather(chunks),
+                                        _autograd()._on_recv_tensor(sender, context_id))
+            with _autograd()._serving_context(context_id):
+                result = ("ok", await _HANDLERS[kind](self, sender, payload))
+        except RemoteError as e:
+            result = ("err", e.node, e.original)
+        except Exception as e:  # noqa: BLE001 - sent back to the caller with this node's rank
+            result = ("err", self.rank, f"{type(e).__name__}: {e}")
+        try:
+            return _wire.dumps(result, _autograd()._on_send_tensor(sender, context_id))
+        except Exception as e:  # noqa: BLE001 - an unpicklable result
+            return _wire.dumps(("err", self.rank, f"{type(e).__name__}: {e}"))
+
+    # ---- client ----
+
+    def connect(self, rank: int, address: str) -> None:
+        channel = grpc.aio.insecure_channel(address, options=_OPTIONS)
+        ident = lambda b: b  # noqa: E731
+        self.channels[rank] = channel
+        self.calls[rank] = (
+            channel.unary_unary(_UNARY, request_serializer=ident, response_deserializer=ident),
+            channel.stream_stream(_STREAM, request_serializer=ident, response_deserializer=ident),
+        )
+
+    def budget(self, timeout: float | None) -> float:
+        """The deadline of a call: ``timeout`` (or the default) capped by the served one."""
+        t = self.timeout if timeout is None else timeout
+        outer = _deadline.get()
+        if outer is not None:
+            t = min(t, max(outer - time.monotonic(), 0.001))
+        return t
+
+    async def call(self, to: int, kind: str, payload: Any, timeout: float | None = None,
+                   wait_for_ready: bool = False, context_id: int | None = None) -> Any:
+        """Send ``(kind, payload)`` to rank ``to`` and return the handler's result.
+
+        With ``context_id``, tensors requiring grad record send/recv pairs both ways.
+        """
+        if to not in self.calls:
+            raise ValueError(f"rpc: unknown worker rank {to}")
+        bufs = _wire.dumps((kind, payload), _autograd()._on_send_tensor(to, context_id))
+        extra = () if context_id is None else ((CTX_KEY, str(context_id)),)
+        size = sum(len(b) for b in bufs)
+        t = self.budget(timeout)
+        unary, stream = self.calls[to]
+        try:
+            if size <= CHUNK:
+                body = b"".join(bufs)
+                md = ((_auth.AUTH_KEY, _auth.sign(self.secret, _UNARY, _auth.digest([body]))),
+                      (_auth.FROM_KEY, str(self.rank)), *extra)
+                reply = await unary(body, timeout=t, metadata=md, wait_for_ready=wait_for_ready)
+            else:
+                chunks = _wire.chunks(bufs, CHUNK)
+                md = ((_auth.AUTH_KEY, _auth.sign(self.secret, _STREAM, _auth.digest(chunks))),
+                      (_auth.FROM_KEY, str(self.rank)), *extra)
+                reply_chunks = [c async for c in stream(iter(chunks), timeout=t, metadata=md)]
+                reply = _wire.gather(reply_chunks)
+        except grpc.aio.AioRpcError as e:
+            task = asyncio.current_task()
+            if e.code() == grpc.StatusCode.CANCELLED and task is not None and task.cancelling():
+                raise asyncio.CancelledError from e
+            raise RemoteError(to, f"{e.code().name}: {e.details()}") from None
+        status, *rest = _wire.loads(reply, _autograd()._on_recv_tensor(to, context_id))
+        if status == "err":
+            raise RemoteError(*rest)
+        return rest[0]
+
+    async def close(self) -> None:
+        for ch in self.channels.values():
+            await ch.close()
+        if self.server is not None:
+            await self.server.stop(grace=0.5)
+        self.stopped.set()
+
+
+# ---- built-in handlers ----
+
+@handler("join")
+async def _join(agent: _Agent, sender: int, payload: Any) -> Any:
+    rank, name, address = payload
+    agent.joined[rank] = (name, address)
+    if len(agent.joined) == agent.world_size:
+        agent.all_joined.set()
+    await agent.all_joined.wait()
+    return dict(agent.joined)
+
+
+@handler("call")
+async def _call(agent: _Agent, sender: int, payload: Any) -> Any:
+    fn, args, kwargs = payload
+    result = fn(*args, **kwargs)
+    if asyncio.iscoroutine(result):
+        result = await result
+    return result
+
+
+@handler("remote")
+async def _remote(agent: _Agent, sender: int, payload: Any) -> Any:
+    return RRef.local(await _call(agent, sender, payload))._id
+
+
+@handler("fetch")
+async def _fetch(agent: _Agent, sender: int, payload: Any) -> Any:
+    return agent.objects[payload]
+
+
+@handler("shutdown")
+async def _shutdown_barrier(agent: _Agent, sender: int, payload: Any) -> Any:
+    agent.shutdown_arrived.add(payload)
+    if len(agent.shutdown_arrived) == agent.world_size:
+        agent.all_shutdown.set()
+    await agent.all_shutdown.wait()
+    return True
+
+
+# ---- the process-wide agent and its thread ----
+
+_agent: _Agent | None = None
+_thread: threading.Thread | None = None
+
+
+def _get_agent() -> _Agent:
+    if _agent is None:
+        raise RuntimeError("RPC has not been initialized. "
+                           "Call aiograd.distributed.rpc.init_rpc first.")
+    return _agent
+
+
+def _submit(coro: Awaitable[Any]) -> concurrent.futures.Future[Any]:
+    return asyncio.run_coroutine_threadsafe(coro, _get_agent().loop)  # type: ignore[arg-type]
+
+
+async def _await(fut: concurrent.futures.Future[Any]) -> Any:
+    """Await an agent-loop future from the caller's loop; cancellation crosses over."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        import anyio.to_thread  # Trio and other anyio backends
+        try:
+            return await anyio.to_thread.run_sync(fut.result, abandon_on_cancel=True)
+        finally:
+            fut.cancel()
+    return await asyncio.wrap_future(fut)
+
+
+async def _on_agent(coro: Awaitable[Any]) -> Any:
+    """Run ``coro`` on the agent loop: directly when already there (a served function
+    calling on: keeps the served deadline), else through the bridge."""
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    if here is _get_agent().loop:
+        return await coro
+    return await _await(_submit(coro))
+
+
+def _run_sync(coro: Awaitable[Any], what: str) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _submit(coro).result()
+    coro.close()  # type: ignore[attr-defined]
+    raise RuntimeError(f"{what} cannot be called from a running event loop; "
+                       f"await the async version instead")
+
+
+def _env(name: str, value: Any, cast: Callable[[str], Any]) -> Any:
+    if value is not None:
+        return value
+    raw = os.environ.get(name)
+    if raw is None:
+        raise ValueError(f"init_rpc: pass {name.lower()}= or set the {name} environment variable")
+    return cast(raw)
+
+
+def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, *,
+             master_addr: str | None = None, master_port: int | None = None,
+             secret: str | bytes | None = None, timeout: float = DEFAULT_RPC_TIMEOUT,
+             bind_addr: str | None = None) -> None:
+    """Start this process's RPC agent and rendezvous with the others through rank 0.
+
+    Missing arguments come from ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
+    ``MASTER_PORT`` and ``AIOGRAD_RPC_SECRET``. Rank 0 serves on
+    ``master_addr:master_port``; the others bind ``bind_addr`` (default
+    ``AIOGRAD_RPC_BIND_ADDR`` or 127.0.0.1, loopback) on a free port and
+    publish it at rendezvous. ``timeout`` is the default deadline of every call
+    and bounds the rendezvous.
+    """
+    global _agent, _thread
+    if _agent is not None:
+        raise RuntimeError("init_rpc: RPC is already initialized")
+    if not isinstance(name, str) or not name:
+        raise ValueError("init_rpc: name must be a non-empty string")
+    rank = _env("RANK", rank, int)
+    world_size = _env("WORLD_SIZE", world_size, int)
+    master_addr = _env("MASTER_ADDR", master_addr, str)
+    master_port = _env("MASTER_PORT", master_port, int)
+    if secret is None:
+        secret = os.environ.get("AIOGRAD_RPC_SECRET")
+    if not secret:
+        raise ValueError("init_rpc: a shared secret is required: pass secret= or set "
+                         "AIOGRAD_RPC_SECRET (the same on every worker)")
+    if not (0 <= rank < world_size):
+        raise ValueError(f"init_rpc: rank must be in [0, {world_size}), got {rank}")
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"init_rpc: timeout must be a positive number, got {timeout!r}")
+    key = secret.encode() if isinstance(secret, str) else bytes(secret)
+    host = bind_addr or os.environ.get("AIOGRAD_RPC_BIND_ADDR", "127.0.0.1")
+    started: concurrent.futures.Future[_Agent] = concurrent.futures.Future()
+
+    def run() -> None:
+        async def main() -> None:
+            global _agent
+            # Published before serving: peers may call in (and handlers use it) as soon as
+            # rank 0 has answered the rendezvous, before init_rpc returns here.
+            agent = _agent = _Agent(name, rank, world_size, key, float(timeout))
+            try:
+                await _rendezvous(agent, host, master_addr, master_port)
+            except BaseException as e:
+                _agent = None
+                await agent.close()
+                started.set_exception(e)
+                return
+            started.set_result(agent)
+            await agent.stopped.wait()
+        asyncio.run(main())
+
+    _thread = threading.Thread(target=run, name=f"aiograd-rpc-{rank}", daemon=True)
+    _thread.start()
+    started.result()
+
+
+async def _rendezvous(agent: _Agent, host: str, master_addr: str, master_port: int) -> None:
+    master = f"{master_addr}:{master_port}"
+    if agent.rank == 0:
+        await agent.start_server(host if host != "127.0.0.1" else master_addr, master_port)
+        address = master
+    else:
+        port = await agent.start_server(host, 0)
+        address = f"{_advertised(host)}:{port}"
+    agent.connect(0, master)
+    table = await agent.call(0, "join", (agent.rank, agent.name, address),
+                             timeout=agent.timeout, wait_for_ready=True)
+    for r, (n, addr) in table.items():
+        agent.workers[r] = WorkerInfo(n, r)
+        agent.addresses[r] = addr
+        if r != 0:
+            agent.connect(r, addr)
+
+
+def _advertised(host: str) -> str:
+    if host in ("0.0.0.0", "::", "[::]"):
+        return socket.gethostbyname(socket.gethostname())
+    return host
+
+
+def get_worker_info(worker_name: str | None = None) -> WorkerInfo:
+    agent = _get_agent()
+    if worker_name is None:
+        return agent.workers[agent.rank]
+    return agent.workers[_rank_of(worker_name)]
+
+
+def _rank_of(to: Any) -> int:
+    agent = _get_agent()
+    if isinstance(to, WorkerInfo):
+        return to.id
+    if isinstance(to, int) and not isinstance(to, bool):
+        if to in agent.workers:
+            return to
+    elif isinstance(to, str):
+        for r, w in agent.workers.items():
+            if w.name == to:
+                return r
+    raise ValueError(f"rpc: unknown worker {to!r}")
+
+
+def _check_call(fn: Any, args: Any, kwargs: Any, what: str) -> dict[str, Any]:
+    if not callable(fn):
+        raise TypeError(f"{what}: fn must be callable, got {type(fn).__name__}")
+    if not isinstance(args, tuple):
+        raise TypeError(f"{what}: args must be a tuple, got {type(args).__name__}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"{what}: kwargs must be a dict, got {type(kwargs).__name__}")
+    return kwargs or {}
+
+
+async def rpc_async(to: Any, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+                    kwargs: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+    """Run ``fn(*args, **kwargs)`` on worker ``to`` (name, rank or WorkerInfo); its result.
+
+    Inside a distributed autograd context, tensors that require grad record
+    send/recv pairs both ways. Fails with "Error on Node N: ..." on a remote
+    error, or when ``to`` is unreachable, within ``timeout`` seconds.
+    """
+    kwargs = _check_call(fn, args, kwargs, "rpc_async")
+    agent = _get_agent()
+    rank = _rank_of(to)
+    return await _on_agent(agent.call(rank, "call", (fn, args, kwargs), timeout,
+                                      context_id=_autograd()._current_context_id()))
+
+
+def rpc_sync(to: Any, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+             kwargs: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+    """Blocking :func:`rpc_async` (refuses to run inside an event loop)."""
+    kwargs = _check_call(fn, args, kwargs, "rpc_sync")
+    agent = _get_agent()
+    return _run_sync(agent.call(_rank_of(to), "call", (fn, args, kwargs), timeout,
+                                context_id=_autograd()._current_context_id()), "rpc_sync")
+
+
+class RRef:
+    """A reference to a value owned by one worker (made by :func:`remote`)."""
+
+    def __init__(self, owner: int, object_id: int) -> None:
+        self._owner = owner
+        self._id = object_id
+
+    @classmethod
+    def local(cls, value: Any) -> RRef:
+        """An RRef to ``value``, owned by this worker."""
+        agent = _get_agent()
+        oid = next(agent.object_ids)
+        agent.objects[oid] = value
+        return cls(agent.rank, oid)
+
+    def owner(self) -> WorkerInfo:
+        return _get_agent().workers[self._owner]
+
+    def is_owner(self) -> bool:
+        return self._owner == _get_agent().rank
+
+    def local_value(self) -> Any:
+        if not self.is_owner():
+            raise RuntimeError("RRef.local_value: this worker is not the owner")
+        return _get_agent().objects[self._id]
+
+    async def to_here_async(self, timeout: float | None = None) -> Any:
+        if self.is_owner():
+            return self.local_value()
+        agent = _get_agent()
+        return await _on_agent(agent.call(self._owner, "fetch", self._id, timeout))
+
+    def to_here(self, timeout: float | None = None) -> Any:
+        if self.is_owner():
+            return self.local_value()
+        agent = _get_agent()
+        return _run_sync(agent.call(self._owner, "fetch", self._id, timeout), "RRef.to_here")
+
+    def __repr__(self) -> str:
+        return f"RRef(owner={self._owner}, id={self._id})"
+
+
+async def remote(to: Any, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+                 kwargs: dict[str, Any] | None = None, timeout: float | None = None) -> RRef:
+    """Run ``fn`` on ``to`` and keep its result there; an :class:`RRef` to it."""
+    kwargs = _check_call(fn, args, kwargs, "remote")
+    agent = _get_agent()
+    rank = _rank_of(to)
+    oid = await _on_agent(agent.call(rank, "remote", (fn, args, kwargs), timeout,
+                                     context_id=_autograd()._current_context_id()))
+    return RRef(rank, oid)
+
+
+def shutdown(graceful: bool = True, timeout: float | None = None) -> None:
+    """Stop the agent. ``graceful`` first waits (bounded by ``timeout``) for every worker
+    to reach shutdown, so no peer loses a server it still needs."""
+    global _agent, _thread
+    agent = _get_agent()
+
+    async def stop() -> None:
+        try:
+            if graceful:
+                await agent.call(0, "shutdown", agent.rank, timeout)
+                if agent.rank == 0:
+                    await asyncio.sleep(0)  # let the barrier replies go out
+        finally:
+            await agent.close()
+
+    try:
+        _run_sync(stop(), "shutdown")
+    finally:
+        if _thread is not None:
+            _thread.join(timeout=5)
+        _agent = None
+        _thread = None
