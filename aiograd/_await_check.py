@@ -15,10 +15,13 @@ So:
   started, and forgets (closes) them all.
 
 A coroutine that was closed before its body ran because its task was
-cancelled first is not a mistake; it is dropped without an error. Another
-``backward`` does not check: a task group may hold several backward
-coroutines that are handed to tasks but not started yet, and stepping
-before they ran is exactly the mistake the check is for.
+cancelled first is not a mistake; it is dropped without an error. The next
+``backward``/``grad`` checks too, but only for coroutines nobody else holds
+(``check_dropped``): a task group may hold several backward coroutines that
+are handed to tasks but not started yet, which is fine until a step; a
+coroutine only this table refers to can never be awaited, so it is already
+a mistake, reported before the next pass (through the same graph or another)
+runs.
 
 Thread rules: the tracked calls live in a per-thread table (the thread whose
 loop made them); a coroutine's body removes its own entry from the table it
@@ -57,6 +60,8 @@ def track(make: Any, what: str, depth: int, *args: Any) -> Any:
     """
     frame = sys._getframe(depth + 1)
     calls = _tracked.calls
+    if calls:
+        check_dropped()
     token = next(_tokens)
 
     def started() -> None:
@@ -65,6 +70,24 @@ def track(make: Any, what: str, depth: int, *args: Any) -> Any:
     coro = make(started, *args)
     calls[token] = (coro, f"{what} called at {frame.f_code.co_filename}:{frame.f_lineno}")
     return coro
+
+
+# The references to a tracked coroutine that only check_dropped's loop holds:
+# the tuple in the table, the loop variable and getrefcount's argument.
+_ONLY_TRACKED = 3
+
+
+def check_dropped() -> None:
+    """Raise if a tracked backward/grad of this thread was dropped: not started, and
+    referenced by nothing but the table (so nothing can await it any more).
+
+    Called before each new tracked call; see Note [Forgotten await].
+    """
+    calls = _tracked.calls
+    for coro, _where in list(calls.values()):
+        if (sys.getrefcount(coro) <= _ONLY_TRACKED
+                and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED):
+            check_awaited()  # reports it (and any other never-started call) and forgets them
 
 
 def check_awaited() -> None:

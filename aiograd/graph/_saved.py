@@ -208,9 +208,8 @@ class SavedTensor:
 
     def _raise_modified(self, owner: Node) -> None:
         """PyTorch's message: the producer is named without its ``Backward<N>`` suffix,
-        and not at all for a leaf."""
-        from .._tensor import legacy_type_name
-
+        and not at all for a leaf; the tensor as aiograd names it (``[float32 [2]]``
+        where PyTorch prints ``[torch.FloatTensor [2]]``)."""
         data = self.data
         producer = owner if self.is_output else (self.grad_fn or self.tensor.grad_fn)
         output = ""
@@ -219,8 +218,7 @@ class SavedTensor:
             output = f", which is output {self.output_nr} of {name},"
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by "
-            f"an inplace operation: [{legacy_type_name(data.dtype, self.device.type)} "
-            f"{list(data.shape)}]{output} is at "
+            f"an inplace operation: [{_described(data, self.device)}]{output} is at "
             f"version {self.vc.value}; expected version {self.version} instead. Hint: "
             "enable anomaly detection to find the operation that failed to compute its "
             "gradient, with aiograd.set_detect_anomaly(True, check_nan=False)."
@@ -234,3 +232,8 @@ class SavedTensor:
         self.grad_fn = None
 
 
+def _described(data: Any, device: Any) -> str:
+    """A saved array as the version-counter error names it: ``float32 [2]``, with
+    `` on cuda:0`` off the CPU."""
+    where = "" if device.type == "cpu" else f" on {device}"
+    return f"{data.dtype} {list(data.shape)}{where}"
