@@ -46,6 +46,11 @@ def _tensor_methods() -> list[str]:
 
 
 FUNCTIONS = _public_functions()
+
+
+@pytest.fixture(autouse=True)
+def _in_a_scratch_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # aiograd.save(..., "x") writes a file named x
 METHODS = _tensor_methods()
 
 
