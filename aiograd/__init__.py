@@ -15,6 +15,8 @@ from . import (
     graph,
     nn,
     optim,
+    profiler,
+    viz,
 )
 from ._ops.arithmetic import allclose, equal, pow
 from ._ops.joining import cat, stack
