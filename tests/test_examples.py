@@ -30,6 +30,13 @@ def test_train_mlp_reaches_high_accuracy():
     assert float(match.group(1)) > 0.75, out
     losses = [float(v) for v in re.findall(r"epoch +\d+ +loss ([0-9.]+)", out)]
     assert len(losses) >= 3 and losses[-1] < 0.5 * losses[0], out
+    passes = re.search(r"backward passes: (\d+) \((\d+) inline on the event loop, "
+                       r"(\d+) on worker threads\)", out)
+    assert passes, out
+    total, inline, workers = map(int, passes.groups())
+    assert total == inline + workers and inline > 0 and workers > 0, out
+    assert re.search(r"nodes run: [1-9]\d*", out) and "worker busy time:" in out, out
+    assert "loop lag: median" in out, out
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
