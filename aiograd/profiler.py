@@ -26,6 +26,7 @@ import statistics
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,7 @@ class Trace:
     def _start_lag_sampler(self) -> None:
         """Post a callback to the running loop every LAG_PERIOD; record how late it runs."""
         library = running_loop_library()
+        post: Callable[..., Any]
         if library == "asyncio":
             import asyncio
             post = asyncio.get_running_loop().call_soon_threadsafe
