@@ -20,6 +20,8 @@ from . import (
     linalg,
     nn,
     optim,
+    profiler,
+    viz,
 )
 from ._ops.arithmetic import allclose, equal, pow
 from ._ops.einsum import einsum
@@ -261,6 +263,7 @@ __all__ = [
     "ones",
     "ones_like",
     "optim",
+    "profiler",
     "pow",
     "queue_callback",
     "rand",
@@ -277,6 +280,7 @@ __all__ = [
     "tensor",
     "tensordot",
     "uint8",
+    "viz",
     "where",
     "zeros",
     "zeros_like",

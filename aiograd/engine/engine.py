@@ -150,6 +150,7 @@ import numpy
 from ..devices import CPU, Device
 from ..grad_mode import _anomaly, _grad_enabled
 from ..graph._node import AccumulateGrad, GraphRoot, Node
+from . import _observe
 from . import hooks as _hooks
 from ._bridge import LoopSignal, running_loop_library, send_held
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
@@ -593,6 +594,10 @@ class Engine:
         if gt.dependencies is None:
             gt.prepare()
         deadline = _perf_counter() + SLICE_SECONDS
+        observer = _observe.observer
+        if observer is not None:
+            slice_start = deadline - SLICE_SECONDS
+            thread_name = threading.current_thread().name
         create_graph = gt.create_graph
         release = not gt.keep_graph
         check_nan = gt.check_nan
@@ -614,6 +619,8 @@ class Engine:
             else:
                 node, inputs = follow
                 follow = None
+            if observer is not None:
+                node_start = _perf_counter()
             try:
                 if instrumented:
                     inputs = self._instrument(gt, node, inputs)
@@ -643,6 +650,9 @@ class Engine:
                     gt.outstanding -= 1
                 self._fail(gt, exc, node)
                 return False
+            if observer is not None:
+                observer.node(gt.id, node.name(), thread_name, slice_start, node_start,
+                              _perf_counter())
             inputs = None  # Note [Stealing gradients]: hold no extra references
             follow = route(gt, node, outputs, queue, heap)
             outputs = None
@@ -935,6 +945,8 @@ class Engine:
         stash_current_streams(gt)
         with self._lock:
             self._live.add(gt)
+        if _observe.observer is not None:
+            _observe.observer.task_start(gt.id, _perf_counter())
 
     def _submit_root(self, gt: GraphTask, queue: ReadyQueue, heap: list[Any] | None) -> None:
         """Queue the root task: the single root node, or a GraphRoot over several roots."""
@@ -1115,6 +1127,8 @@ class Engine:
             if gt in self._live:
                 self._live.discard(gt)
                 self.completed += 1
+        if _observe.observer is not None:
+            _observe.observer.task_end(gt.id, _perf_counter(), gt.error)
         replay_warnings(gt.warnings)
         gt.warnings = []
 

@@ -1,0 +1,51 @@
+"""benchmarks/report.py: the table of latest figures from run_all.sh's JSON lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _report():
+    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "benchmarks" / "report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LINES = [
+    "# benchmarks/mlp_step.py",
+    json.dumps({"bench": "mlp_step", "impl": "env", "metric": "environment", "value": None,
+                "unit": None, "python": "3.11", "numpy": "2.0"}),
+    json.dumps({"bench": "mlp_step", "impl": "aiograd", "metric": "step_time", "value": 1.25,
+                "unit": "ms", "batch": 64}),
+    json.dumps({"bench": "mlp_step", "impl": "torch", "metric": "step_time", "value": 0.5,
+                "unit": "ms", "batch": 64}),
+    json.dumps({"bench": "mlp_step", "impl": "ratios", "metric": "step_time_ratio",
+                "value": {"aiograd/torch": 2.5}, "unit": "x", "targets_met": True}),
+]
+
+
+def test_table_has_a_row_per_case_and_a_column_per_impl():
+    report = _report()
+    text = report.render(report.parse(LINES))
+    assert text.startswith(report.START) and text.endswith(report.END)
+    assert "| case | aiograd | torch |" in text
+    assert "| step_time (batch=64) | 1.25 ms | 0.5 ms |" in text
+    assert '`{"aiograd/torch": 2.5}`, targets met: True' in text
+    assert "python 3.11, numpy 2.0" in text
+
+
+def test_write_replaces_the_marked_block(tmp_path, monkeypatch):
+    report = _report()
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# b\n\nintro\n\n{report.START}\nold\n{report.END}\n\nafter\n")
+    monkeypatch.setattr(report, "README", readme)
+    monkeypatch.setattr(report, "DOCS_PAGE", tmp_path / "benchmarks.md")
+    report.write(report.render(report.parse(LINES)))
+    text = readme.read_text()
+    assert "old" not in text and text.count(report.START) == 1 and text.endswith("after\n")
+    assert "| step_time (batch=64) |" in (tmp_path / "benchmarks.md").read_text()
