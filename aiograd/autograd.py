@@ -281,17 +281,23 @@ async def backward(
     retain_graph: bool | None = None,
     create_graph: bool = False,
     inputs: Any = None,
+    *,
+    deadline: float | None = None,
 ) -> None:
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves.
 
     ``await aiograd.backward(loss)``. Runs the graph on the device workers;
     the event loop stays free. Cancelling the awaiting task stops the
     backward (see docs/cancellation.md). ``inputs`` restricts accumulation to
-    those tensors (non-leaf inputs get ``.grad`` too).
+    those tensors (non-leaf inputs get ``.grad`` too). ``deadline`` (a
+    ``time.monotonic()`` time; aiograd only) orders the pass among others and
+    raises TimeoutError if it passes first, as does the deadline of the caller's
+    cancel scope (docs/async.md, Note [Deadlines]).
     """
     made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
                       accumulate_grad=True, names=("tensors", "grad_tensors"))
     if made is not None:
+        _set_deadline(made[0], deadline, "backward")
         await _engine_mod.get_engine().run_async(*made)
 
 
@@ -301,12 +307,25 @@ def backward_sync(
     retain_graph: bool | None = None,
     create_graph: bool = False,
     inputs: Any = None,
+    *,
+    deadline: float | None = None,
 ) -> None:
     """Blocking :func:`backward`, for scripts and sync backward functions."""
     made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
                       accumulate_grad=True, names=("tensors", "grad_tensors"))
     if made is not None:
+        _set_deadline(made[0], deadline, "backward_sync")
         _engine_mod.get_engine().run_sync(*made)
+
+
+def _set_deadline(gt: GraphTask, deadline: float | None, name: str) -> None:
+    """Give ``gt`` the caller's ``deadline=`` (Note [Deadlines])."""
+    if deadline is not None:
+        if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) \
+                or deadline != deadline:
+            raise TypeError(f"{name}(): deadline must be a time.monotonic() time (a float) "
+                            f"or None, got {deadline!r}")
+        gt.deadline = float(deadline)
 
 
 # ---- grad ----
@@ -343,6 +362,8 @@ async def grad(
     create_graph: bool = False,
     allow_unused: bool | None = None,
     materialize_grads: bool = False,
+    *,
+    deadline: float | None = None,
 ) -> tuple[Tensor | None, ...]:
     """The gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is not touched).
 
@@ -352,6 +373,7 @@ async def grad(
     """
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                     allow_unused, materialize_grads)
+    _set_deadline(gt, deadline, "grad")
     await _engine_mod.get_engine().run_async(gt, ctx)
     return results(gt)
 
@@ -364,10 +386,13 @@ def grad_sync(
     create_graph: bool = False,
     allow_unused: bool | None = None,
     materialize_grads: bool = False,
+    *,
+    deadline: float | None = None,
 ) -> tuple[Tensor | None, ...]:
     """Blocking :func:`grad`."""
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                     allow_unused, materialize_grads)
+    _set_deadline(gt, deadline, "grad_sync")
     _engine_mod.get_engine().run_sync(gt, ctx)
     return results(gt)
 

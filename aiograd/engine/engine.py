@@ -31,8 +31,10 @@ final callbacks on its loop, and is woken through the loop bridge::
 Note [Time slices]
     A worker runs the ready nodes of one GraphTask from a private heap,
     without locking its queue, for at most ``SLICE_SECONDS``; then, if
-    anything else waits on its queue, it puts the rest back there, where
-    deeper or other tasks may come first (if nothing waits, it goes on).
+    what waits first on its queue outranks the task (Note [Fair scheduling]
+    in ``graph_task.py``), it puts the rest back there, where the deeper or
+    earlier-due task comes first (otherwise it goes on). Before each node it
+    checks the task's due time too (Note [Deadlines]).
     So per-node work takes no queue lock and no loop round-trip.
     The event loop gets the GIL back through CPython's forced switching: a
     thread that waits for the GIL longer than the switch interval makes the
@@ -146,6 +148,7 @@ TURN_SECONDS = 0.002
 TURN_TIMEOUT = 0.02
 INLINE_MAX_NODES = 64
 INLINE_MAX_ELEMENTS = 1 << 15
+NO_DEADLINE_HORIZON = 1.0
 
 multithreading_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "aiograd_multithreading_enabled", default=True
@@ -389,6 +392,8 @@ class Engine:
         self.max_depth = MAX_DEPTH
         self.inline_max_nodes = INLINE_MAX_NODES
         self.inline_max_elements = INLINE_MAX_ELEMENTS
+        #: Note [Deadlines]: a pass without a deadline is due this long after it arrived
+        self.no_deadline_horizon = NO_DEADLINE_HORIZON
         self._stopping = False
 
     # ---- executors ----
@@ -570,7 +575,8 @@ class Engine:
         """
         if gt.dependencies is None:
             gt.prepare()
-        deadline = _perf_counter() + SLICE_SECONDS
+        due = gt.due  # Note [Deadlines]
+        deadline = due if queue is None else min(due, _perf_counter() + SLICE_SECONDS)
         create_graph = gt.create_graph
         release = not gt.keep_graph
         check_nan = gt.check_nan
@@ -584,6 +590,26 @@ class Engine:
                     with gt.lock:
                         gt.outstanding -= 1
                 return False
+            if _perf_counter() > deadline:  # the slice ended, or the pass expired
+                if _perf_counter() >= due:
+                    gt.fail(gt.expired_error(heap[0][3] if follow is None else follow[0]))
+                    continue
+                assert queue is not None
+                head = queue.head_key()
+                if head is None or head > (heap[0][0] if follow is None
+                                           else gt.key_base - follow[0].sequence_nr):
+                    self._turn_if_due()  # nothing waiting outranks this pass: go on
+                    deadline = min(due, _perf_counter() + SLICE_SECONDS)
+                else:
+                    if follow is not None:
+                        node, inputs = follow
+                        heap.append((gt.key_base - node.sequence_nr, next(_ticket), gt, node,
+                                     inputs))
+                        del node, inputs
+                    queue.push_many(heap)
+                    heap.clear()
+                    return True
+                continue
             if follow is None:
                 task = _heappop(heap)
                 node = task[3]
@@ -624,17 +650,6 @@ class Engine:
             inputs = None  # Note [Stealing gradients]: hold no extra references
             follow = route(gt, node, outputs, queue, heap)
             outputs = None
-            if queue is not None and _perf_counter() > deadline and (heap or follow):
-                if not len(queue):  # nothing else waits for this executor
-                    self._turn_if_due()
-                    deadline = _perf_counter() + SLICE_SECONDS
-                    continue
-                if follow is not None:
-                    node, inputs = follow
-                    heap.append((gt.key_base - node.sequence_nr, next(_ticket), gt, node, inputs))
-                queue.push_many(heap)
-                heap.clear()
-                return True
         return False
 
     def _evaluate_on_stream(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
@@ -905,7 +920,9 @@ class Engine:
 
     # ---- drivers ----
 
-    def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context) -> None:
+    def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context,
+               scope_due: float = math.inf) -> None:
+        gt.schedule(_perf_counter(), scope_due, self.no_deadline_horizon)
         gt.cpu_queue = cpu_queue
         gt.check_nan = context.run(_enter_task_context, gt)
         gt.context = context
@@ -942,10 +959,15 @@ class Engine:
         driver = AsyncDriver()
         gt.port = driver
         gt.waker = driver.finished
-        self._start(gt, self.device_queue(CPU), context)
+        self._start(gt, self.device_queue(CPU), context, _scope_due(gt))
         self._submit_root(gt, None, None)
         try:
             await driver.serve(gt)
+            if gt.due_by_scope and isinstance(gt.error, TimeoutError) and gt.due <= _perf_counter():
+                # Expired by its cancel scope's deadline (Note [Deadlines]): end as the
+                # scope says; the scope cancels this wait at once, its deadline has passed.
+                gt.error = None
+                await anyio.sleep_forever()
         except BaseException:
             self._cancel_tree(gt)
             with anyio.CancelScope(shield=True):
@@ -960,11 +982,15 @@ class Engine:
         gt.port = port
         gt.single_thread = True
         queue = ReadyQueue("inline")
-        self._start(gt, queue, context)
+        self._start(gt, queue, context, _scope_due(gt))
         heap: list[Any] = []
         self._submit_root(gt, queue, heap)
         try:
             while not gt.finished:
+                if gt.due_by_scope and isinstance(gt.error, TimeoutError) \
+                        and gt.due <= _perf_counter():
+                    gt.error = None  # expired: end as the scope says (Note [Deadlines])
+                    await anyio.sleep_forever()
                 if heap:
                     self.run_slice(queue, gt, heap)
                     self._claim_finish(gt)
@@ -1209,6 +1235,19 @@ def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:
 
 
 _INLINE_SAFE_TYPES: dict[type, bool] = {}
+
+
+def _scope_due(gt: GraphTask) -> float:
+    """The deadline of the caller's cancel scopes on the ``perf_counter`` clock, or inf
+    (Note [Deadlines]). anyio's clock may be offset (Trio's is): only the time left
+    counts. A nested pass is due with its parent (asking the scopes of a deeply
+    nested await costs a walk of them all)."""
+    if gt.parent is not None:
+        return gt.parent.due
+    deadline = anyio.current_effective_deadline()
+    if deadline == math.inf:
+        return deadline
+    return _perf_counter() + (deadline - anyio.current_time())
 
 
 def _enter_task_context(gt: GraphTask) -> bool:
