@@ -15,14 +15,18 @@ __all__ = [
     "shutdown",
     "stats",
     "thread_depth",
+    "WorkerStats",
 ]
 
 EngineStats = _engine.EngineStats
+WorkerStats = _engine.WorkerStats
 MAX_DEPTH = _engine.MAX_DEPTH
 
 
 def stats() -> _engine.EngineStats:
-    """A snapshot: queued tasks per worker, running and completed GraphTasks, threads."""
+    """A snapshot: queued tasks per worker, running and completed GraphTasks, threads;
+    ``per_worker``: GraphTasks waiting and running on each device worker, and the
+    queue wait and run time percentiles of its recent finished passes."""
     return _engine.get_engine().stats()
 
 

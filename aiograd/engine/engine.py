@@ -134,6 +134,7 @@ import numpy
 from ..devices import CPU, Device
 from ..grad_mode import _anomaly, _grad_enabled
 from ..graph._node import AccumulateGrad, GraphRoot, Node
+from . import _observe
 from . import hooks as _hooks
 from ._bridge import LoopSignal, running_loop_library, send_held
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
@@ -204,14 +205,50 @@ def has_queued_work() -> bool:
     return queue is not None and len(queue) > 0
 
 
+def _percentiles(values: list[float]) -> dict[str, float]:
+    """p50, p90, p99 and max of ``values`` (nearest rank), in seconds; {} if none."""
+    if not values:
+        return {}
+    values = sorted(values)
+    last = len(values) - 1
+    return {f"p{q}": values[min(last, math.ceil(q / 100 * len(values)) - 1)]
+            for q in (50, 90, 99)} | {"max": values[last]}
+
+
+class WorkerStats:
+    """One device worker in an ``EngineStats`` snapshot (for metrics exporters).
+
+    ``waiting``: GraphTasks with nodes queued on it; ``running``: GraphTasks
+    whose CPU nodes it runs that started and have not finished; ``queue_wait``
+    and ``run_time``: percentiles (``p50``, ``p90``, ``p99``, ``max``, seconds)
+    over the ``passes`` most recent finished passes whose CPU nodes it ran
+    (at most ``RECENT_PASSES``): from submission to the first node, and the
+    time spent running their slices.
+    """
+
+    __slots__ = ("waiting", "running", "passes", "queue_wait", "run_time")
+
+    def __init__(self, waiting: int, running: int, finished: list[tuple[float, float]]) -> None:
+        self.waiting = waiting
+        self.running = running
+        self.passes = len(finished)
+        self.queue_wait = _percentiles([wait for wait, _ in finished])
+        self.run_time = _percentiles([run for _, run in finished])
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"WorkerStats({fields})"
+
+
 class EngineStats:
     """A snapshot of the engine, for tests and monitoring."""
 
     __slots__ = ("queued", "running_graph_tasks", "completed_graph_tasks", "workers",
-                 "pool_threads", "pool_idle")
+                 "pool_threads", "pool_idle", "per_worker")
 
     def __init__(self, queued: dict[str, int], running: int, completed: int, workers: int,
-                 pool_threads: int, pool_idle: int) -> None:
+                 pool_threads: int, pool_idle: int,
+                 per_worker: dict[str, WorkerStats] | None = None) -> None:
         #: tasks waiting in each worker's queue, by device name
         self.queued = queued
         #: GraphTasks started and not yet finished
@@ -223,6 +260,8 @@ class EngineStats:
         #: threads in the reentrant pool, and how many of them are idle
         self.pool_threads = pool_threads
         self.pool_idle = pool_idle
+        #: by device name: waiting/running GraphTasks and recent pass percentiles
+        self.per_worker = {} if per_worker is None else per_worker
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
@@ -548,6 +587,9 @@ class Engine:
                 stopped = False
         if stopped:
             return False
+        start = _perf_counter()
+        if gt.started is None:
+            gt.started = start
         previous = _tls.warnings
         _tls.warnings = gt.warnings
         if type(gt.port) is AsyncDriver:  # a coroutine awaits gt: its loop is served
@@ -559,6 +601,7 @@ class Engine:
             self._fail(gt, exc)
         finally:
             _tls.warnings = previous
+            gt.run_time += _perf_counter() - start
             with gt.lock:
                 gt.active -= 1
                 if heap:
@@ -576,7 +619,12 @@ class Engine:
         if gt.dependencies is None:
             gt.prepare()
         due = gt.due  # Note [Deadlines]
-        deadline = due if queue is None else min(due, _perf_counter() + SLICE_SECONDS)
+        limit = due if queue is None else min(due, _perf_counter() + SLICE_SECONDS)
+        # One global read per slice: with no observer the check below costs nothing
+        # more per node; with one, it runs before every node (Note in _observe.py).
+        obs = _observe.observer
+        deadline = limit if obs is None else -math.inf
+        last: tuple[Node, float, float] | None = None  # observed: (node, ready, start)
         create_graph = gt.create_graph
         release = not gt.keep_graph
         check_nan = gt.check_nan
@@ -584,72 +632,85 @@ class Engine:
         after = self._after_outputs
         route = self._route
         follow: tuple[Node, list[Any]] | None = None
-        while heap or follow is not None:
-            if gt.stopped:
-                if follow is not None:
+        try:
+            while heap or follow is not None:
+                if gt.stopped:
+                    if follow is not None:
+                        with gt.lock:
+                            gt.outstanding -= 1
+                    return False
+                if _perf_counter() > deadline:  # the slice ended, the pass expired, observed
+                    now = _perf_counter()
+                    if last is not None:
+                        _report_node(obs, gt, last, now)
+                        last = None
+                    upcoming = heap[0][3] if follow is None else follow[0]
+                    if now >= due:
+                        gt.fail(gt.expired_error(upcoming))
+                        continue
+                    if now > limit:
+                        assert queue is not None
+                        head = queue.head_key()
+                        if head is not None and head < (heap[0][0] if follow is None else
+                                                        gt.key_base - upcoming.sequence_nr):
+                            if follow is not None:  # outranked: back to the queue
+                                heap.append((gt.key_base - upcoming.sequence_nr, next(_ticket),
+                                             gt, upcoming, follow[1]))
+                                follow = None
+                            del upcoming
+                            queue.push_many(heap)
+                            heap.clear()
+                            return True
+                        self._turn_if_due()  # nothing waiting outranks this pass: go on
+                        limit = min(due, _perf_counter() + SLICE_SECONDS)
+                        if obs is None:
+                            deadline = limit
+                    if obs is not None:
+                        last = (upcoming, gt.ready_at.pop(upcoming, gt.arrival), _perf_counter())
+                    del upcoming
+                if follow is None:
+                    task = _heappop(heap)
+                    node = task[3]
+                    inputs = task[4]
+                    del task
+                else:
+                    node, inputs = follow
+                    follow = None
+                try:
+                    if instrumented:
+                        inputs = self._instrument(gt, node, inputs)
+                    if inputs is None:  # only captured, not run
+                        outputs = None
+                    else:
+                        meta = node.input_metadata
+                        if meta and meta[0].stream is not None:
+                            outputs = self._evaluate_on_stream(gt, node, inputs)
+                        else:
+                            if (node._tensor_pre_hooks or node._retains_grad_hooks
+                                    or node._pre_hooks
+                                    or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
+                                inputs = _hooks.call_pre_hooks(node, inputs)
+                            if inputs and inputs[0] is None and _without_grads(node, inputs):
+                                outputs = (None,) * len(node.next_edges)
+                            else:
+                                outputs = node.apply(inputs, create_graph)
+                            if release:
+                                node.release_variables()
+                            if not plain_cpu_grads(node.next_edges, outputs):
+                                outputs = validate_outputs(node, outputs)
+                            if node._post_hooks or check_nan:
+                                outputs = after(gt, node, inputs, outputs)
+                except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
                     with gt.lock:
                         gt.outstanding -= 1
-                return False
-            if _perf_counter() > deadline:  # the slice ended, or the pass expired
-                if _perf_counter() >= due:
-                    gt.fail(gt.expired_error(heap[0][3] if follow is None else follow[0]))
-                    continue
-                assert queue is not None
-                head = queue.head_key()
-                if head is None or head > (heap[0][0] if follow is None
-                                           else gt.key_base - follow[0].sequence_nr):
-                    self._turn_if_due()  # nothing waiting outranks this pass: go on
-                    deadline = min(due, _perf_counter() + SLICE_SECONDS)
-                else:
-                    if follow is not None:
-                        node, inputs = follow
-                        heap.append((gt.key_base - node.sequence_nr, next(_ticket), gt, node,
-                                     inputs))
-                        del node, inputs
-                    queue.push_many(heap)
-                    heap.clear()
-                    return True
-                continue
-            if follow is None:
-                task = _heappop(heap)
-                node = task[3]
-                inputs = task[4]
-                del task
-            else:
-                node, inputs = follow
-                follow = None
-            try:
-                if instrumented:
-                    inputs = self._instrument(gt, node, inputs)
-                if inputs is None:  # only captured, not run
-                    outputs = None
-                else:
-                    meta = node.input_metadata
-                    if meta and meta[0].stream is not None:
-                        outputs = self._evaluate_on_stream(gt, node, inputs)
-                    else:
-                        if (node._tensor_pre_hooks or node._retains_grad_hooks
-                                or node._pre_hooks
-                                or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
-                            inputs = _hooks.call_pre_hooks(node, inputs)
-                        if inputs and inputs[0] is None and _without_grads(node, inputs):
-                            outputs = (None,) * len(node.next_edges)
-                        else:
-                            outputs = node.apply(inputs, create_graph)
-                        if release:
-                            node.release_variables()
-                        if not plain_cpu_grads(node.next_edges, outputs):
-                            outputs = validate_outputs(node, outputs)
-                        if node._post_hooks or check_nan:
-                            outputs = after(gt, node, inputs, outputs)
-            except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
-                with gt.lock:
-                    gt.outstanding -= 1
-                self._fail(gt, exc, node)
-                return False
-            inputs = None  # Note [Stealing gradients]: hold no extra references
-            follow = route(gt, node, outputs, queue, heap)
-            outputs = None
+                    self._fail(gt, exc, node)
+                    return False
+                inputs = None  # Note [Stealing gradients]: hold no extra references
+                follow = route(gt, node, outputs, queue, heap)
+                outputs = None
+        finally:
+            if last is not None:
+                _report_node(obs, gt, last, _perf_counter())
         return False
 
     def _evaluate_on_stream(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
@@ -751,7 +812,7 @@ class Engine:
                     buffer = not_ready.pop(nxt, None)
                     if (type(nxt) is AccumulateGrad and buffer is None and exec_info is None
                             and queue is gt.cpu_queue  # a CPU node: this is its executor
-                            and not gt.create_graph):  # Note [Direct accumulation]
+                            and gt.direct):  # Note [Direct accumulation]
                         leaf = _plain_leaf(nxt, outputs[i])
                         if leaf is not None:
                             if leaves is None:
@@ -922,7 +983,13 @@ class Engine:
 
     def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context,
                scope_due: float = math.inf) -> None:
-        gt.schedule(_perf_counter(), scope_due, self.no_deadline_horizon)
+        now = _perf_counter()
+        gt.schedule(now, scope_due, self.no_deadline_horizon)
+        obs = _observe.observer
+        # An observed pass runs every node through the pipeline, leaves too.
+        gt.direct = not gt.create_graph and obs is None
+        if obs is not None:
+            obs.task_start(gt.id, now)
         gt.cpu_queue = cpu_queue
         gt.check_nan = context.run(_enter_task_context, gt)
         gt.context = context
@@ -1119,6 +1186,11 @@ class Engine:
             if gt in self._live:
                 self._live.discard(gt)
                 self.completed += 1
+        if gt.started is not None:  # statistics of a pass that ran on an executor
+            gt.cpu_queue.finished.append((gt.started - gt.arrival, gt.run_time))
+        obs = _observe.observer
+        if obs is not None:
+            obs.task_end(gt.id, _perf_counter(), gt.error)
         replay_warnings(gt.warnings)
         gt.warnings = []
 
@@ -1133,7 +1205,15 @@ class Engine:
     def stats(self) -> EngineStats:
         with self._lock:
             workers = list(self._workers.values())
-            running = len(self._live)
+            live = list(self._live)
+        running = len(live)
+        per_worker = {
+            str(w.device): WorkerStats(
+                w.queue.waiting(),
+                sum(gt.cpu_queue is w.queue and gt.started is not None and not gt.finished
+                    for gt in live),
+                list(w.queue.finished))
+            for w in workers}
         return EngineStats(
             queued={str(w.device): len(w.queue) for w in workers},
             running=running,
@@ -1141,6 +1221,7 @@ class Engine:
             workers=sum(w.thread.is_alive() for w in workers),
             pool_threads=len(self._pool.threads),
             pool_idle=self._pool.idle,
+            per_worker=per_worker,
         )
 
     def shutdown(self, timeout: float | None = None) -> bool:
@@ -1169,6 +1250,18 @@ class _LazyBackgroundPort:
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.engine._background_port().submit(job)
+
+
+def _report_node(obs: Any, gt: GraphTask, last: tuple[Node, float, float], end: float) -> None:
+    """Tell the observer a node ran (Note in ``_observe.py``); stamp the nodes it made
+    ready. ``end`` is after its outputs were routed."""
+    node, ready, start = last
+    deps = gt.dependencies
+    if deps is not None:
+        for edge in node.next_edges:
+            if edge is not None and edge[0] not in deps and edge[0] not in gt.ready_at:
+                gt.ready_at[edge[0]] = end
+    obs.node(gt.id, node.name(), threading.current_thread().name, ready, start, end)
 
 
 def _without_grads(node: Node, inputs: list[Any]) -> bool:

@@ -143,6 +143,8 @@ class GraphTask:
         "arrival",
         "started",
         "run_time",
+        "direct",
+        "ready_at",
         "__weakref__",
     )
 
@@ -208,6 +210,10 @@ class GraphTask:
         self.arrival = 0.0
         self.started: float | None = None
         self.run_time = 0.0
+        #: leaves may be accumulated while routing (Note [Direct accumulation])
+        self.direct = not create_graph
+        #: observed passes only: when each node became ready (``_report_node``)
+        self.ready_at: dict[Node, float] = {}
         self.warnings: list[Any] = []
         # Invariant: hooked_nodes is None (not asked yet) or the nodes whose tensor
         #            pre-hooks this task calls (See will_execute).

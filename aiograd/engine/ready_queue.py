@@ -21,10 +21,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from collections import deque
 from typing import Any
 
 _ticket = itertools.count()
 
+#: finished passes each queue keeps for ``aiograd.engine.stats()``
+RECENT_PASSES = 1024
 SHUTDOWN_KEY = -(1 << 200)
 WAKE_KEY = -(1 << 199)
 JOB_KEY = 1  # node keys are <= 0
@@ -47,7 +50,7 @@ def task_key(depth: int, sequence_nr: int, rank: int = 0) -> int:
 class ReadyQueue:
     """Tasks are tuples ``(key, ticket, graph_task, node, inputs)``."""
 
-    __slots__ = ("_heap", "_lock", "_wakeup", "_sleeping", "owner", "closed")
+    __slots__ = ("_heap", "_lock", "_wakeup", "_sleeping", "owner", "closed", "finished")
 
     def __init__(self, owner: str) -> None:
         self._heap: list[tuple[Any, ...]] = []
@@ -61,6 +64,9 @@ class ReadyQueue:
         self.owner = owner
         #: set (under the lock) when the owning worker is gone: pushing then raises
         self.closed = False
+        #: (queue wait, run time) of the latest passes finished whose CPU executor
+        #: this is (appended by their driver; deque appends are atomic)
+        self.finished: deque[tuple[float, float]] = deque(maxlen=RECENT_PASSES)
 
     def _check_open(self) -> None:
         if self.closed:
