@@ -12,6 +12,7 @@ __all__ = [
     "set_inline_limits",
     "set_max_depth",
     "set_no_deadline_horizon",
+    "set_switch_interval",
     "shutdown",
     "stats",
     "thread_depth",
@@ -21,6 +22,7 @@ __all__ = [
 EngineStats = _engine.EngineStats
 WorkerStats = _engine.WorkerStats
 MAX_DEPTH = _engine.MAX_DEPTH
+set_switch_interval = _engine.set_switch_interval
 
 
 def stats() -> _engine.EngineStats:

@@ -153,9 +153,9 @@ class LoopSignal:
         if threading.get_ident() == self._thread:
             return None
         owner = self._loop if self._library == "asyncio" else self._token
-        if isinstance(owner, _SelectorLoop):
-            backlog = Backlog.of(owner)
-            starved = backlog is not None and (
+        backlog = Backlog.of(owner) if isinstance(owner, _SelectorLoop) else UNREADABLE
+        if backlog is not UNREADABLE:
+            starved = isinstance(backlog, Backlog) and (
                 backlog.late > late or (isinstance(seen, Backlog) and seen.still_due(backlog)))
             if not starved:
                 return backlog
@@ -203,6 +203,10 @@ def _await_turn(probe: threading.Lock | None, timeout: float) -> None:
 _SelectorLoop = asyncio.selector_events.BaseSelectorEventLoop
 
 
+#: ``Backlog.of`` for a loop whose internals it cannot read
+UNREADABLE = object()
+
+
 class _SentProbe(NamedTuple):
     """A probe sent to a loop that cannot be read from another thread (``watch_turn``)."""
 
@@ -240,20 +244,32 @@ class Backlog:
         return None if self._timer is None else self._timer()
 
     @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> Backlog | None:
+    def of(cls, loop: asyncio.AbstractEventLoop) -> Backlog | None | object:
         """The loop's backlog now; None if it has nothing due (it sleeps in its
-        selector, or is closed). It reads ``_ready``, ``_scheduled`` and
-        ``_selector`` (the same since Python 3.4) under the GIL; ``select(0)``
-        on the level-triggered selector consumes nothing."""
+        selector, or is closed); ``UNREADABLE`` if this loop's internals are not
+        the ones read here: the caller then uses the public API (a probe sent
+        with ``call_soon_threadsafe``) instead.
+
+        The only code that reads asyncio internals: ``_ready``, ``_scheduled``
+        and ``_selector`` of a ``BaseSelectorEventLoop`` (the same since Python
+        3.4), under the GIL; ``select(0)`` on the level-triggered selector
+        consumes nothing.
+        """
         try:
             ready = loop._ready  # type: ignore[attr-defined]
-            head = ready[0] if ready else None
             timers = loop._scheduled  # type: ignore[attr-defined]
+            selector = loop._selector  # type: ignore[attr-defined]
+        except AttributeError:
+            return UNREADABLE
+        if selector is None:  # closed
+            return None
+        try:
+            head = ready[0] if ready else None
             timer = timers[0] if timers else None
             late = loop.time() - timer.when() if timer is not None else 0.0
             if late < 0.0:  # not due yet
                 timer, late = None, 0.0
-            if head is None and timer is None and not loop._selector.select(0):  # type: ignore[attr-defined]
+            if head is None and timer is None and not selector.select(0):
                 return None
         except (AttributeError, IndexError, OSError, ValueError):  # changed meanwhile, or closed
             return None

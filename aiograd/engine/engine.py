@@ -40,11 +40,14 @@ Note [Time slices]
     thread that waits for the GIL longer than the switch interval makes the
     holder hand it over. A voluntary release (``time.sleep(0)``) does not
     hand it over reliably and, on a busy machine, gives the CPU away to other
-    processes; so when the first worker starts, the engine shortens the
-    interval to ``SWITCH_INTERVAL`` (1 ms; ``AIOGRAD_SWITCH_INTERVAL``
-    overrides, 0 keeps the interpreter's 5 ms), which bounds how long a
-    worker running Python code keeps a waiting loop off the GIL, unless the
-    worker drops the GIL for moments (Note [Giving the loop its turn]).
+    processes. The switch interval (the interpreter's 5 ms by default)
+    bounds how long a worker running Python code keeps a waiting loop off
+    the GIL, unless the worker drops the GIL for moments (Note [Giving the
+    loop its turn]). The interval is process-wide, so the engine leaves it
+    alone unless the user opts in: ``aiograd.engine.set_switch_interval``
+    or ``AIOGRAD_SWITCH_INTERVAL`` (seconds, applied when the first worker
+    starts); 1 ms (``SWITCH_INTERVAL``) is the value the service benchmark
+    was tuned with (docs/async.md gives the trade-off).
 
 Note [Giving the loop its turn]
     Forced switching fails when the worker itself drops the GIL for a
@@ -166,14 +169,36 @@ _perf_counter = time.perf_counter
 
 
 def _set_switch_interval() -> None:
-    """Shorten the GIL switch interval once workers exist (Note [Time slices]).
+    """When the first worker starts: apply ``AIOGRAD_SWITCH_INTERVAL`` if the user set it
+    (Note [Time slices]); without it the interpreter's setting is left alone."""
+    value = os.environ.get("AIOGRAD_SWITCH_INTERVAL")
+    if value:
+        set_switch_interval(float(value))
 
-    ``AIOGRAD_SWITCH_INTERVAL`` (seconds) overrides the value; ``0`` leaves the
-    interpreter's setting alone. Never lengthens an interval already shorter.
+
+_interpreter_interval: float | None = None  # the interval before set_switch_interval
+
+
+def set_switch_interval(seconds: float | None) -> None:
+    """Opt in to a shorter GIL switch interval for the whole process (Note [Time slices]).
+
+    ``seconds`` > 0 sets ``sys.setswitchinterval(seconds)``; None (or 0) restores
+    the interval the interpreter had before the first call. docs/async.md gives
+    the measured trade-off.
     """
-    value = float(os.environ.get("AIOGRAD_SWITCH_INTERVAL", SWITCH_INTERVAL))
-    if 0 < value < sys.getswitchinterval():
-        sys.setswitchinterval(value)
+    global _interpreter_interval
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not 0 <= seconds <= 1):
+        raise ValueError(f"set_switch_interval(): seconds must be None or a number in [0, 1], "
+                         f"got {seconds!r}")
+    if not seconds:
+        if _interpreter_interval is not None:
+            sys.setswitchinterval(_interpreter_interval)
+            _interpreter_interval = None
+        return
+    if _interpreter_interval is None:
+        _interpreter_interval = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
 
 
 class _ExecutorState(threading.local):
@@ -990,6 +1015,8 @@ class Engine:
         gt.direct = not gt.create_graph and obs is None
         if obs is not None:
             obs.task_start(gt.id, now)
+        if not getattr(warnings.showwarning, "_aiograd_routes_jobs", False):
+            _route_worker_warnings()  # again if a catch_warnings() block swapped it out
         gt.cpu_queue = cpu_queue
         gt.check_nan = context.run(_enter_task_context, gt)
         gt.context = context
@@ -1425,21 +1452,49 @@ def replay_warnings(messages: list[Any]) -> None:
                                message.lineno, source=message.source)
 
 
-def _capture_worker_warnings() -> None:
-    """Route warnings raised on executor threads to their GraphTask (replayed later)."""
-    original = warnings._showwarnmsg  # type: ignore[attr-defined]
+def _route_worker_warnings() -> None:
+    """Route warnings raised inside a slice to their GraphTask (replayed by its caller).
 
-    def showwarnmsg(msg: Any) -> None:
-        sink = _tls.warnings
-        if sink is not None:
-            sink.append(msg)
-        else:
-            original(msg)
+    Note [Warnings of a job]
+        A warning a node raises on a worker belongs to the pass, whose caller
+        may be on another thread and under its own filters. The engine
+        installs (when a pass starts and its wrapper is not the current hook)
+        a wrapper around the public ``warnings.showwarning`` hook, which
+        Python documents as replaceable: on a thread inside a slice (``_tls.warnings``, a
+        thread-local list: the running pass's) it appends the warning there,
+        and anywhere else it calls the hook it wrapped. Thread-safe: the
+        hook is assigned under ``_install_lock`` only when it is not the
+        wrapper already, and never swapped per job (swapping per job, as
+        ``catch_warnings`` does, races between
+        threads); which list a warning goes to depends only on the thread
+        raising it, and list appends are atomic. The caller replays the
+        list on its own thread when the pass finishes (``replay_warnings``).
+        Inside a ``warnings.catch_warnings()`` block (which swaps the hook
+        process-wide for its duration) or after the user installed a hook
+        of their own, worker warnings go to that hook directly, as the
+        warnings of any other thread do.
+    """
+    with _install_lock:
+        previous = warnings.showwarning
+        if getattr(previous, "_aiograd_routes_jobs", False):
+            return
 
-    warnings._showwarnmsg = showwarnmsg  # type: ignore[attr-defined]
+        def showwarning(message: Any, category: type[Warning], filename: str, lineno: int,
+                        file: Any = None, line: str | None = None) -> None:
+            sink = _tls.warnings
+            if sink is not None:
+                sink.append(warnings.WarningMessage(message, category, filename, lineno,
+                                                    file, line))
+            else:
+                previous(message, category, filename, lineno, file, line)
+
+        showwarning._aiograd_routes_jobs = True  # type: ignore[attr-defined]
+        warnings.showwarning = showwarning
+
+
+_install_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 atexit.register(_shutdown_at_exit)
-_capture_worker_warnings()
