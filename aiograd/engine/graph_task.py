@@ -87,19 +87,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..graph._context import checkpoint_valid, current_graph_task  # noqa: F401  (re-exported)
 from ..graph._node import Node
 from .ready_queue import _RANK_LIMIT, task_key
 
 _ids = itertools.count(1)
-
-# The GraphTask whose nodes run in this context (seed: current_graph_task).
-current_graph_task: contextvars.ContextVar[GraphTask | None] = contextvars.ContextVar(
-    "aiograd_current_graph_task", default=None
-)
-checkpoint_valid: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "aiograd_checkpoint_valid", default=True
-)
-
 
 class GraphTask:
     __slots__ = (
