@@ -290,6 +290,8 @@ def backward(
     retain_graph: bool | None = None,
     create_graph: bool = False,
     inputs: Any = None,
+    *,
+    deadline: float | None = None,
 ) -> Awaitable[None]:
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves.
 
@@ -299,16 +301,24 @@ def backward(
     docs/cancellation.md). ``inputs`` restricts accumulation to those
     tensors (non-leaf inputs get ``.grad`` too). With no event loop running,
     the pass runs to completion before this returns (Note [Forgotten await]).
+    ``deadline`` (a ``time.monotonic()`` time; aiograd only) orders the pass
+    among others and raises TimeoutError if it passes first, as does the
+    deadline of the caller's cancel scope (docs/async.md, Note [Deadlines]).
     """
-    return _backward_call(1, tensors, grad_tensors, retain_graph, create_graph, inputs)
+    return _backward_call(1, tensors, grad_tensors, retain_graph, create_graph, inputs,
+                          deadline)
 
 
-def _backward_call(depth: int, *args: Any) -> Awaitable[None]:
-    """``backward(*args)`` for a user ``depth`` frames above the caller."""
+def _backward_call(depth: int, tensors: Any, grad_tensors: Any, retain_graph: bool | None,
+                   create_graph: bool, inputs: Any,
+                   deadline: float | None = None) -> Awaitable[None]:
+    """``backward(...)`` for a user ``depth`` frames above the caller."""
+    args = (tensors, grad_tensors, retain_graph, create_graph, inputs)
     if running_loop_library() is None:
-        backward_sync(*args)
+        backward_sync(*args, deadline=deadline)
         return Finished(None)
-    return track(_backward_async, "backward()", depth + 1, *args)  # type: ignore[no-any-return]
+    return track(_backward_async, "backward()", depth + 1, *args,  # type: ignore[no-any-return]
+                 deadline)
 
 
 async def _backward_async(
@@ -318,11 +328,13 @@ async def _backward_async(
     retain_graph: bool | None,
     create_graph: bool,
     inputs: Any,
+    deadline: float | None,
 ) -> None:
     started()
     made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
                       accumulate_grad=True, names=("tensors", "grad_tensors"))
     if made is not None:
+        _set_deadline(made[0], deadline, "backward")
         await _engine_mod.get_engine().run_async(*made)
 
 
@@ -332,12 +344,25 @@ def backward_sync(
     retain_graph: bool | None = None,
     create_graph: bool = False,
     inputs: Any = None,
+    *,
+    deadline: float | None = None,
 ) -> None:
     """Blocking :func:`backward`, for scripts and sync backward functions."""
     made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
                       accumulate_grad=True, names=("tensors", "grad_tensors"))
     if made is not None:
+        _set_deadline(made[0], deadline, "backward_sync")
         _engine_mod.get_engine().run_sync(*made)
+
+
+def _set_deadline(gt: GraphTask, deadline: float | None, name: str) -> None:
+    """Give ``gt`` the caller's ``deadline=`` (Note [Deadlines])."""
+    if deadline is not None:
+        if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) \
+                or deadline != deadline:
+            raise TypeError(f"{name}(): deadline must be a time.monotonic() time (a float) "
+                            f"or None, got {deadline!r}")
+        gt.deadline = float(deadline)
 
 
 # ---- grad ----
@@ -374,6 +399,8 @@ def grad(
     create_graph: bool = False,
     allow_unused: bool | None = None,
     materialize_grads: bool = False,
+    *,
+    deadline: float | None = None,
 ) -> Awaitable[tuple[Tensor | None, ...]]:
     """The gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is not touched).
 
@@ -382,12 +409,13 @@ def grad(
     zeros (requiring grad under ``create_graph``), as in PyTorch. With no
     event loop running, the pass runs before this returns, and the result is
     the tuple of gradients itself, also awaitable (Note [Forgotten await]).
+    ``deadline``: as :func:`backward`'s.
     """
     args = (outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
             materialize_grads)
     if running_loop_library() is None:
-        return FinishedGrads(grad_sync(*args))
-    return track(_grad_async, "grad()", 1, *args)  # type: ignore[no-any-return]
+        return FinishedGrads(grad_sync(*args, deadline=deadline))
+    return track(_grad_async, "grad()", 1, *args, deadline)  # type: ignore[no-any-return]
 
 
 async def _grad_async(
@@ -399,10 +427,12 @@ async def _grad_async(
     create_graph: bool,
     allow_unused: bool | None,
     materialize_grads: bool,
+    deadline: float | None,
 ) -> tuple[Tensor | None, ...]:
     started()
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                     allow_unused, materialize_grads)
+    _set_deadline(gt, deadline, "grad")
     await _engine_mod.get_engine().run_async(gt, ctx)
     return results(gt)  # type: ignore[no-any-return]
 
@@ -415,10 +445,13 @@ def grad_sync(
     create_graph: bool = False,
     allow_unused: bool | None = None,
     materialize_grads: bool = False,
+    *,
+    deadline: float | None = None,
 ) -> tuple[Tensor | None, ...]:
     """Blocking :func:`grad`."""
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                     allow_unused, materialize_grads)
+    _set_deadline(gt, deadline, "grad_sync")
     _engine_mod.get_engine().run_sync(gt, ctx)
     return results(gt)
 

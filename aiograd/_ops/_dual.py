@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy
 
+from .._broadcast import sum_dims  # noqa: F401  (one of the helpers)
 from .._tensor import Tensor
 from ..devices import device_of_array
-from ..engine.validate import sum_dims  # noqa: F401  (one of the helpers)
 
 _ndarray = numpy.ndarray
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy
 
+from .._broadcast import sum_to_shape
 from .._tensor import Tensor
-from ..engine.validate import sum_to_shape
 from ..graph._node import Node
 from . import _dual
 from ._record import edges_of, plain, record, tensor_arg

@@ -11,17 +11,24 @@ __all__ = [
     "reentrant_depth",
     "set_inline_limits",
     "set_max_depth",
+    "set_no_deadline_horizon",
+    "set_switch_interval",
     "shutdown",
     "stats",
     "thread_depth",
+    "WorkerStats",
 ]
 
 EngineStats = _engine.EngineStats
+WorkerStats = _engine.WorkerStats
 MAX_DEPTH = _engine.MAX_DEPTH
+set_switch_interval = _engine.set_switch_interval
 
 
 def stats() -> _engine.EngineStats:
-    """A snapshot: queued tasks per worker, running and completed GraphTasks, threads."""
+    """A snapshot: queued tasks per worker, running and completed GraphTasks, threads;
+    ``per_worker``: GraphTasks waiting and running on each device worker, and the
+    queue wait and run time percentiles of its recent finished passes."""
     return _engine.get_engine().stats()
 
 
@@ -35,6 +42,7 @@ def shutdown(timeout: float | None = None) -> bool:
     new.max_depth = old.max_depth
     new.inline_max_nodes = old.inline_max_nodes
     new.inline_max_elements = old.inline_max_elements
+    new.no_deadline_horizon = old.no_deadline_horizon
     return stopped
 
 
@@ -49,6 +57,17 @@ def set_inline_limits(max_nodes: int = _engine.INLINE_MAX_NODES,
     engine = _engine.get_engine()
     engine.inline_max_nodes = max_nodes
     engine.inline_max_elements = max_elements
+
+
+def set_no_deadline_horizon(seconds: float = _engine.NO_DEADLINE_HORIZON) -> None:
+    """How long after it arrived a pass without a deadline is due, for ordering it
+    among passes with deadlines (Note [Deadlines] in ``aiograd.engine.graph_task``).
+    No argument restores the default (1 s)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not 0 <= seconds < 1e6:
+        raise ValueError(f"set_no_deadline_horizon(): seconds must be a number in [0, 1e6), "
+                         f"got {seconds!r}")
+    _engine.get_engine().no_deadline_horizon = float(seconds)
 
 
 def set_max_depth(depth: int) -> None:

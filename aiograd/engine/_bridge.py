@@ -155,13 +155,12 @@ class LoopSignal:
         owner = self._loop if self._library == "asyncio" else self._token
         backlog = Backlog.of(owner) if isinstance(owner, _SelectorLoop) else UNREADABLE
         if backlog is not UNREADABLE:
-            starved = backlog is not None and (
+            starved = isinstance(backlog, Backlog) and (
                 backlog.late > late or (isinstance(seen, Backlog) and seen.still_due(backlog)))
             if not starved:
                 return backlog
             _await_turn(self.probe(), timeout)
             return None
-        # Only public APIs from here (Note [Reading loop internals]).
         if isinstance(seen, _SentProbe) and seen.owner is owner:
             _await_turn(seen.lock, timeout)
         probe = self.probe()
@@ -204,6 +203,10 @@ def _await_turn(probe: threading.Lock | None, timeout: float) -> None:
 _SelectorLoop = asyncio.selector_events.BaseSelectorEventLoop
 
 
+#: ``Backlog.of`` for a loop whose internals it cannot read
+UNREADABLE = object()
+
+
 class _SentProbe(NamedTuple):
     """A probe sent to a loop that cannot be read from another thread (``watch_turn``)."""
 
@@ -211,21 +214,8 @@ class _SentProbe(NamedTuple):
     lock: threading.Lock
 
 
-UNREADABLE: Any = object()  # Backlog.of: this loop's internals are not as expected
-
-
 class Backlog:
     """What an asyncio selector loop had due at one look from another thread.
-
-    Note [Reading loop internals]
-        ``Backlog.of`` is the one place aiograd reads an event loop's
-        private state: asyncio's ``_ready``, ``_scheduled`` and
-        ``_selector``, to tell from a worker whether the loop is starved
-        without waking it. If a loop lacks them (another implementation, a
-        future Python), it answers ``UNREADABLE`` and ``watch_turn`` falls
-        back to the public way, as for Trio and uvloop: it sends the loop a
-        probe through ``call_soon_threadsafe`` and waits for it to run.
-
 
     ``ready``: the head of its ready queue; ``timer``: its first timer, if due,
     and ``late``: how long past due (seconds); neither: I/O was ready. A loop
@@ -254,18 +244,25 @@ class Backlog:
         return None if self._timer is None else self._timer()
 
     @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> Any:
+    def of(cls, loop: asyncio.AbstractEventLoop) -> Backlog | None | object:
         """The loop's backlog now; None if it has nothing due (it sleeps in its
-        selector, or is closed); ``UNREADABLE`` if it has not the attributes
-        below (Note [Reading loop internals]). It reads ``_ready``, ``_scheduled`` and
-        ``_selector`` (the same since Python 3.4) under the GIL; ``select(0)``
-        on the level-triggered selector consumes nothing."""
+        selector, or is closed); ``UNREADABLE`` if this loop's internals are not
+        the ones read here: the caller then uses the public API (a probe sent
+        with ``call_soon_threadsafe``) instead.
+
+        The only code that reads asyncio internals: ``_ready``, ``_scheduled``
+        and ``_selector`` of a ``BaseSelectorEventLoop`` (the same since Python
+        3.4), under the GIL; ``select(0)`` on the level-triggered selector
+        consumes nothing.
+        """
         try:
             ready = loop._ready  # type: ignore[attr-defined]
             timers = loop._scheduled  # type: ignore[attr-defined]
             selector = loop._selector  # type: ignore[attr-defined]
         except AttributeError:
             return UNREADABLE
+        if selector is None:  # closed
+            return None
         try:
             head = ready[0] if ready else None
             timer = timers[0] if timers else None

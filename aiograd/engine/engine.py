@@ -31,21 +31,23 @@ final callbacks on its loop, and is woken through the loop bridge::
 Note [Time slices]
     A worker runs the ready nodes of one GraphTask from a private heap,
     without locking its queue, for at most ``SLICE_SECONDS``; then, if
-    anything else waits on its queue, it puts the rest back there, where
-    deeper or other tasks may come first (if nothing waits, it goes on).
+    what waits first on its queue outranks the task (Note [Fair scheduling]
+    in ``graph_task.py``), it puts the rest back there, where the deeper or
+    earlier-due task comes first (otherwise it goes on). Before each node it
+    checks the task's due time too (Note [Deadlines]).
     So per-node work takes no queue lock and no loop round-trip.
     The event loop gets the GIL back through CPython's forced switching: a
     thread that waits for the GIL longer than the switch interval makes the
     holder hand it over. A voluntary release (``time.sleep(0)``) does not
     hand it over reliably and, on a busy machine, gives the CPU away to other
-    processes. The switch interval (the interpreter's 5 ms) bounds how long
-    a worker running Python code keeps a waiting loop off the GIL, unless
-    the worker drops the GIL for moments (Note [Giving the loop its
-    turn]). It is process-wide, so the engine leaves it alone unless the
-    user opts in: with ``AIOGRAD_SWITCH_INTERVAL`` set (seconds, e.g.
-    ``0.001``), the first worker shortens it to that value (never
-    lengthens it). See "The GIL and the event loop" in docs/architecture.md
-    for the measured trade-off.
+    processes. The switch interval (the interpreter's 5 ms by default)
+    bounds how long a worker running Python code keeps a waiting loop off
+    the GIL, unless the worker drops the GIL for moments (Note [Giving the
+    loop its turn]). The interval is process-wide, so the engine leaves it
+    alone unless the user opts in: ``aiograd.engine.set_switch_interval``
+    or ``AIOGRAD_SWITCH_INTERVAL`` (seconds, applied when the first worker
+    starts); 1 ms (``SWITCH_INTERVAL``) is the value the service benchmark
+    was tuned with (docs/async.md gives the trade-off).
 
 Note [Giving the loop its turn]
     Forced switching fails when the worker itself drops the GIL for a
@@ -74,21 +76,6 @@ Note [Giving the loop its turn]
     run between tasks and at the end of a time slice. The loop it serves is
     the one of the offload job it runs or last ran, or of the GraphTask whose
     slice it runs if a coroutine awaits that task; going idle forgets it.
-
-Note [Warnings on workers]
-    A warning a node or an offloaded job raises on an executor thread
-    belongs to the caller that awaits it: the executor collects it in the
-    job's list (``_tls.warnings``, set only while the job runs on that
-    thread) and the caller replays it on its own thread when the job ends
-    (``replay_warnings``), where its filters and ``catch_warnings`` blocks
-    apply. Collection goes through the public ``warnings.showwarning`` hook,
-    installed when the first worker starts and chained to the hook that was
-    there: a warning shown on any other thread, or with no job running,
-    goes to that hook unchanged. The hook only reads a thread-local, so it
-    is safe on every thread at once. CPython's ``warnings`` state is
-    process-wide: inside a ``catch_warnings(record=True)`` block (which
-    swaps the hook out for its duration, whatever thread enters it), a
-    worker's warnings go straight into that block's record instead.
 
 Note [Inline small graphs]
     Handing a GraphTask to a worker costs two thread wake-ups (worker, then
@@ -160,10 +147,12 @@ from .validate import plain_cpu_grads, validate_outputs
 
 MAX_DEPTH = 60
 SLICE_SECONDS = 0.002
+SWITCH_INTERVAL = 0.001
 TURN_SECONDS = 0.002
 TURN_TIMEOUT = 0.02
 INLINE_MAX_NODES = 64
 INLINE_MAX_ELEMENTS = 1 << 15
+NO_DEADLINE_HORIZON = 1.0
 
 multithreading_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "aiograd_multithreading_enabled", default=True
@@ -180,18 +169,36 @@ _perf_counter = time.perf_counter
 
 
 def _set_switch_interval() -> None:
-    """Shorten the GIL switch interval to ``AIOGRAD_SWITCH_INTERVAL`` seconds, only if
-    the user set it (Note [Time slices]). Never lengthens an interval already shorter."""
-    setting = os.environ.get("AIOGRAD_SWITCH_INTERVAL")
-    if not setting:
+    """When the first worker starts: apply ``AIOGRAD_SWITCH_INTERVAL`` if the user set it
+    (Note [Time slices]); without it the interpreter's setting is left alone."""
+    value = os.environ.get("AIOGRAD_SWITCH_INTERVAL")
+    if value:
+        set_switch_interval(float(value))
+
+
+_interpreter_interval: float | None = None  # the interval before set_switch_interval
+
+
+def set_switch_interval(seconds: float | None) -> None:
+    """Opt in to a shorter GIL switch interval for the whole process (Note [Time slices]).
+
+    ``seconds`` > 0 sets ``sys.setswitchinterval(seconds)``; None (or 0) restores
+    the interval the interpreter had before the first call. docs/async.md gives
+    the measured trade-off.
+    """
+    global _interpreter_interval
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not 0 <= seconds <= 1):
+        raise ValueError(f"set_switch_interval(): seconds must be None or a number in [0, 1], "
+                         f"got {seconds!r}")
+    if not seconds:
+        if _interpreter_interval is not None:
+            sys.setswitchinterval(_interpreter_interval)
+            _interpreter_interval = None
         return
-    try:
-        value = float(setting)
-    except ValueError:
-        raise ValueError(
-            f"AIOGRAD_SWITCH_INTERVAL must be a number of seconds, got {setting!r}") from None
-    if 0 < value < sys.getswitchinterval():
-        sys.setswitchinterval(value)
+    if _interpreter_interval is None:
+        _interpreter_interval = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
 
 
 class _ExecutorState(threading.local):
@@ -223,14 +230,50 @@ def has_queued_work() -> bool:
     return queue is not None and len(queue) > 0
 
 
+def _percentiles(values: list[float]) -> dict[str, float]:
+    """p50, p90, p99 and max of ``values`` (nearest rank), in seconds; {} if none."""
+    if not values:
+        return {}
+    values = sorted(values)
+    last = len(values) - 1
+    return {f"p{q}": values[min(last, math.ceil(q / 100 * len(values)) - 1)]
+            for q in (50, 90, 99)} | {"max": values[last]}
+
+
+class WorkerStats:
+    """One device worker in an ``EngineStats`` snapshot (for metrics exporters).
+
+    ``waiting``: GraphTasks with nodes queued on it; ``running``: GraphTasks
+    whose CPU nodes it runs that started and have not finished; ``queue_wait``
+    and ``run_time``: percentiles (``p50``, ``p90``, ``p99``, ``max``, seconds)
+    over the ``passes`` most recent finished passes whose CPU nodes it ran
+    (at most ``RECENT_PASSES``): from submission to the first node, and the
+    time spent running their slices.
+    """
+
+    __slots__ = ("waiting", "running", "passes", "queue_wait", "run_time")
+
+    def __init__(self, waiting: int, running: int, finished: list[tuple[float, float]]) -> None:
+        self.waiting = waiting
+        self.running = running
+        self.passes = len(finished)
+        self.queue_wait = _percentiles([wait for wait, _ in finished])
+        self.run_time = _percentiles([run for _, run in finished])
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"WorkerStats({fields})"
+
+
 class EngineStats:
     """A snapshot of the engine, for tests and monitoring."""
 
     __slots__ = ("queued", "running_graph_tasks", "completed_graph_tasks", "workers",
-                 "pool_threads", "pool_idle")
+                 "pool_threads", "pool_idle", "per_worker")
 
     def __init__(self, queued: dict[str, int], running: int, completed: int, workers: int,
-                 pool_threads: int, pool_idle: int) -> None:
+                 pool_threads: int, pool_idle: int,
+                 per_worker: dict[str, WorkerStats] | None = None) -> None:
         #: tasks waiting in each worker's queue, by device name
         self.queued = queued
         #: GraphTasks started and not yet finished
@@ -242,6 +285,8 @@ class EngineStats:
         #: threads in the reentrant pool, and how many of them are idle
         self.pool_threads = pool_threads
         self.pool_idle = pool_idle
+        #: by device name: waiting/running GraphTasks and recent pass percentiles
+        self.per_worker = {} if per_worker is None else per_worker
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
@@ -411,6 +456,8 @@ class Engine:
         self.max_depth = MAX_DEPTH
         self.inline_max_nodes = INLINE_MAX_NODES
         self.inline_max_elements = INLINE_MAX_ELEMENTS
+        #: Note [Deadlines]: a pass without a deadline is due this long after it arrived
+        self.no_deadline_horizon = NO_DEADLINE_HORIZON
         self._stopping = False
 
     # ---- executors ----
@@ -426,7 +473,6 @@ class Engine:
                 if worker is None:
                     if not self._workers:
                         _set_switch_interval()
-                        _route_worker_warnings()
                     worker = Worker(self, device)
                     self._workers[device] = worker
                     worker.thread.start()
@@ -566,6 +612,9 @@ class Engine:
                 stopped = False
         if stopped:
             return False
+        start = _perf_counter()
+        if gt.started is None:
+            gt.started = start
         previous = _tls.warnings
         _tls.warnings = gt.warnings
         if type(gt.port) is AsyncDriver:  # a coroutine awaits gt: its loop is served
@@ -577,6 +626,7 @@ class Engine:
             self._fail(gt, exc)
         finally:
             _tls.warnings = previous
+            gt.run_time += _perf_counter() - start
             with gt.lock:
                 gt.active -= 1
                 if heap:
@@ -593,11 +643,13 @@ class Engine:
         """
         if gt.dependencies is None:
             gt.prepare()
-        deadline = _perf_counter() + SLICE_SECONDS
-        observer = _observe.observer
-        if observer is not None:
-            slice_start = deadline - SLICE_SECONDS
-            thread_name = threading.current_thread().name
+        due = gt.due  # Note [Deadlines]
+        limit = due if queue is None else min(due, _perf_counter() + SLICE_SECONDS)
+        # One global read per slice: with no observer the check below costs nothing
+        # more per node; with one, it runs before every node (Note in _observe.py).
+        obs = _observe.observer
+        deadline = limit if obs is None else -math.inf
+        last: tuple[Node, float, float] | None = None  # observed: (node, ready, start)
         create_graph = gt.create_graph
         release = not gt.keep_graph
         check_nan = gt.check_nan
@@ -605,68 +657,85 @@ class Engine:
         after = self._after_outputs
         route = self._route
         follow: tuple[Node, list[Any]] | None = None
-        while heap or follow is not None:
-            if gt.stopped:
-                if follow is not None:
+        try:
+            while heap or follow is not None:
+                if gt.stopped:
+                    if follow is not None:
+                        with gt.lock:
+                            gt.outstanding -= 1
+                    return False
+                if _perf_counter() > deadline:  # the slice ended, the pass expired, observed
+                    now = _perf_counter()
+                    if last is not None:
+                        _report_node(obs, gt, last, now)
+                        last = None
+                    upcoming = heap[0][3] if follow is None else follow[0]
+                    if now >= due:
+                        gt.fail(gt.expired_error(upcoming))
+                        continue
+                    if now > limit:
+                        assert queue is not None
+                        head = queue.head_key()
+                        if head is not None and head < (heap[0][0] if follow is None else
+                                                        gt.key_base - upcoming.sequence_nr):
+                            if follow is not None:  # outranked: back to the queue
+                                heap.append((gt.key_base - upcoming.sequence_nr, next(_ticket),
+                                             gt, upcoming, follow[1]))
+                                follow = None
+                            del upcoming
+                            queue.push_many(heap)
+                            heap.clear()
+                            return True
+                        self._turn_if_due()  # nothing waiting outranks this pass: go on
+                        limit = min(due, _perf_counter() + SLICE_SECONDS)
+                        if obs is None:
+                            deadline = limit
+                    if obs is not None:
+                        last = (upcoming, gt.ready_at.pop(upcoming, gt.arrival), _perf_counter())
+                    del upcoming
+                if follow is None:
+                    task = _heappop(heap)
+                    node = task[3]
+                    inputs = task[4]
+                    del task
+                else:
+                    node, inputs = follow
+                    follow = None
+                try:
+                    if instrumented:
+                        inputs = self._instrument(gt, node, inputs)
+                    if inputs is None:  # only captured, not run
+                        outputs = None
+                    else:
+                        meta = node.input_metadata
+                        if meta and meta[0].stream is not None:
+                            outputs = self._evaluate_on_stream(gt, node, inputs)
+                        else:
+                            if (node._tensor_pre_hooks or node._retains_grad_hooks
+                                    or node._pre_hooks
+                                    or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
+                                inputs = _hooks.call_pre_hooks(node, inputs)
+                            if inputs and inputs[0] is None and _without_grads(node, inputs):
+                                outputs = (None,) * len(node.next_edges)
+                            else:
+                                outputs = node.apply(inputs, create_graph)
+                            if release:
+                                node.release_variables()
+                            if not plain_cpu_grads(node.next_edges, outputs):
+                                outputs = validate_outputs(node, outputs)
+                            if node._post_hooks or check_nan:
+                                outputs = after(gt, node, inputs, outputs)
+                except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
                     with gt.lock:
                         gt.outstanding -= 1
-                return False
-            if follow is None:
-                task = _heappop(heap)
-                node = task[3]
-                inputs = task[4]
-                del task
-            else:
-                node, inputs = follow
-                follow = None
-            if observer is not None:
-                node_start = _perf_counter()
-            try:
-                if instrumented:
-                    inputs = self._instrument(gt, node, inputs)
-                if inputs is None:  # only captured, not run
-                    outputs = None
-                else:
-                    meta = node.input_metadata
-                    if meta and meta[0].stream is not None:
-                        outputs = self._evaluate_on_stream(gt, node, inputs)
-                    else:
-                        if (node._tensor_pre_hooks or node._retains_grad_hooks
-                                or node._pre_hooks
-                                or (type(node) is AccumulateGrad and node.has_tensor_hooks())):
-                            inputs = _hooks.call_pre_hooks(node, inputs)
-                        if inputs and inputs[0] is None and _without_grads(node, inputs):
-                            outputs = (None,) * len(node.next_edges)
-                        else:
-                            outputs = node.apply(inputs, create_graph)
-                        if release:
-                            node.release_variables()
-                        if not plain_cpu_grads(node.next_edges, outputs):
-                            outputs = validate_outputs(node, outputs)
-                        if node._post_hooks or check_nan:
-                            outputs = after(gt, node, inputs, outputs)
-            except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
-                with gt.lock:
-                    gt.outstanding -= 1
-                self._fail(gt, exc, node)
-                return False
-            if observer is not None:
-                observer.node(gt.id, node.name(), thread_name, slice_start, node_start,
-                              _perf_counter())
-            inputs = None  # Note [Stealing gradients]: hold no extra references
-            follow = route(gt, node, outputs, queue, heap)
-            outputs = None
-            if queue is not None and _perf_counter() > deadline and (heap or follow):
-                if not len(queue):  # nothing else waits for this executor
-                    self._turn_if_due()
-                    deadline = _perf_counter() + SLICE_SECONDS
-                    continue
-                if follow is not None:
-                    node, inputs = follow
-                    heap.append((gt.key_base - node.sequence_nr, next(_ticket), gt, node, inputs))
-                queue.push_many(heap)
-                heap.clear()
-                return True
+                    self._fail(gt, exc, node)
+                    return False
+                inputs = None  # Note [Stealing gradients]: hold no extra references
+                follow = route(gt, node, outputs, queue, heap)
+                outputs = None
+        finally:
+            if last is not None:
+                _report_node(obs, gt, last, _perf_counter())
         return False
 
     def _evaluate_on_stream(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
@@ -768,7 +837,7 @@ class Engine:
                     buffer = not_ready.pop(nxt, None)
                     if (type(nxt) is AccumulateGrad and buffer is None and exec_info is None
                             and queue is gt.cpu_queue  # a CPU node: this is its executor
-                            and not gt.create_graph):  # Note [Direct accumulation]
+                            and gt.direct):  # Note [Direct accumulation]
                         leaf = _plain_leaf(nxt, outputs[i])
                         if leaf is not None:
                             if leaves is None:
@@ -937,7 +1006,17 @@ class Engine:
 
     # ---- drivers ----
 
-    def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context) -> None:
+    def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context,
+               scope_due: float = math.inf) -> None:
+        now = _perf_counter()
+        gt.schedule(now, scope_due, self.no_deadline_horizon)
+        obs = _observe.observer
+        # An observed pass runs every node through the pipeline, leaves too.
+        gt.direct = not gt.create_graph and obs is None
+        if obs is not None:
+            obs.task_start(gt.id, now)
+        if not getattr(warnings.showwarning, "_aiograd_routes_jobs", False):
+            _route_worker_warnings()  # again if a catch_warnings() block swapped it out
         gt.cpu_queue = cpu_queue
         gt.check_nan = context.run(_enter_task_context, gt)
         gt.context = context
@@ -945,8 +1024,6 @@ class Engine:
         stash_current_streams(gt)
         with self._lock:
             self._live.add(gt)
-        if _observe.observer is not None:
-            _observe.observer.task_start(gt.id, _perf_counter())
 
     def _submit_root(self, gt: GraphTask, queue: ReadyQueue, heap: list[Any] | None) -> None:
         """Queue the root task: the single root node, or a GraphRoot over several roots."""
@@ -976,10 +1053,15 @@ class Engine:
         driver = AsyncDriver()
         gt.port = driver
         gt.waker = driver.finished
-        self._start(gt, self.device_queue(CPU), context)
+        self._start(gt, self.device_queue(CPU), context, _scope_due(gt))
         self._submit_root(gt, None, None)
         try:
             await driver.serve(gt)
+            if gt.due_by_scope and isinstance(gt.error, TimeoutError) and gt.due <= _perf_counter():
+                # Expired by its cancel scope's deadline (Note [Deadlines]): end as the
+                # scope says; the scope cancels this wait at once, its deadline has passed.
+                gt.error = None
+                await anyio.sleep_forever()
         except BaseException:
             self._cancel_tree(gt)
             with anyio.CancelScope(shield=True):
@@ -994,11 +1076,15 @@ class Engine:
         gt.port = port
         gt.single_thread = True
         queue = ReadyQueue("inline")
-        self._start(gt, queue, context)
+        self._start(gt, queue, context, _scope_due(gt))
         heap: list[Any] = []
         self._submit_root(gt, queue, heap)
         try:
             while not gt.finished:
+                if gt.due_by_scope and isinstance(gt.error, TimeoutError) \
+                        and gt.due <= _perf_counter():
+                    gt.error = None  # expired: end as the scope says (Note [Deadlines])
+                    await anyio.sleep_forever()
                 if heap:
                     self.run_slice(queue, gt, heap)
                     self._claim_finish(gt)
@@ -1127,8 +1213,11 @@ class Engine:
             if gt in self._live:
                 self._live.discard(gt)
                 self.completed += 1
-        if _observe.observer is not None:
-            _observe.observer.task_end(gt.id, _perf_counter(), gt.error)
+        if gt.started is not None:  # statistics of a pass that ran on an executor
+            gt.cpu_queue.finished.append((gt.started - gt.arrival, gt.run_time))
+        obs = _observe.observer
+        if obs is not None:
+            obs.task_end(gt.id, _perf_counter(), gt.error)
         replay_warnings(gt.warnings)
         gt.warnings = []
 
@@ -1143,7 +1232,15 @@ class Engine:
     def stats(self) -> EngineStats:
         with self._lock:
             workers = list(self._workers.values())
-            running = len(self._live)
+            live = list(self._live)
+        running = len(live)
+        per_worker = {
+            str(w.device): WorkerStats(
+                w.queue.waiting(),
+                sum(gt.cpu_queue is w.queue and gt.started is not None and not gt.finished
+                    for gt in live),
+                list(w.queue.finished))
+            for w in workers}
         return EngineStats(
             queued={str(w.device): len(w.queue) for w in workers},
             running=running,
@@ -1151,6 +1248,7 @@ class Engine:
             workers=sum(w.thread.is_alive() for w in workers),
             pool_threads=len(self._pool.threads),
             pool_idle=self._pool.idle,
+            per_worker=per_worker,
         )
 
     def shutdown(self, timeout: float | None = None) -> bool:
@@ -1179,6 +1277,18 @@ class _LazyBackgroundPort:
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.engine._background_port().submit(job)
+
+
+def _report_node(obs: Any, gt: GraphTask, last: tuple[Node, float, float], end: float) -> None:
+    """Tell the observer a node ran (Note in ``_observe.py``); stamp the nodes it made
+    ready. ``end`` is after its outputs were routed."""
+    node, ready, start = last
+    deps = gt.dependencies
+    if deps is not None:
+        for edge in node.next_edges:
+            if edge is not None and edge[0] not in deps and edge[0] not in gt.ready_at:
+                gt.ready_at[edge[0]] = end
+    obs.node(gt.id, node.name(), threading.current_thread().name, ready, start, end)
 
 
 def _without_grads(node: Node, inputs: list[Any]) -> bool:
@@ -1245,6 +1355,19 @@ def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:
 
 
 _INLINE_SAFE_TYPES: dict[type, bool] = {}
+
+
+def _scope_due(gt: GraphTask) -> float:
+    """The deadline of the caller's cancel scopes on the ``perf_counter`` clock, or inf
+    (Note [Deadlines]). anyio's clock may be offset (Trio's is): only the time left
+    counts. A nested pass is due with its parent (asking the scopes of a deeply
+    nested await costs a walk of them all)."""
+    if gt.parent is not None:
+        return gt.parent.due
+    deadline = anyio.current_effective_deadline()
+    if deadline == math.inf:
+        return deadline
+    return _perf_counter() + (deadline - anyio.current_time())
 
 
 def _enter_task_context(gt: GraphTask) -> bool:
@@ -1330,24 +1453,46 @@ def replay_warnings(messages: list[Any]) -> None:
 
 
 def _route_worker_warnings() -> None:
-    """Send warnings raised on executor threads to their job (See Note [Warnings on workers]).
+    """Route warnings raised inside a slice to their GraphTask (replayed by its caller).
 
-    Called when the first worker starts (under the engine's lock), not at import.
+    Note [Warnings of a job]
+        A warning a node raises on a worker belongs to the pass, whose caller
+        may be on another thread and under its own filters. The engine
+        installs (when a pass starts and its wrapper is not the current hook)
+        a wrapper around the public ``warnings.showwarning`` hook, which
+        Python documents as replaceable: on a thread inside a slice (``_tls.warnings``, a
+        thread-local list: the running pass's) it appends the warning there,
+        and anywhere else it calls the hook it wrapped. Thread-safe: the
+        hook is assigned under ``_install_lock`` only when it is not the
+        wrapper already, and never swapped per job (swapping per job, as
+        ``catch_warnings`` does, races between
+        threads); which list a warning goes to depends only on the thread
+        raising it, and list appends are atomic. The caller replays the
+        list on its own thread when the pass finishes (``replay_warnings``).
+        Inside a ``warnings.catch_warnings()`` block (which swaps the hook
+        process-wide for its duration) or after the user installed a hook
+        of their own, worker warnings go to that hook directly, as the
+        warnings of any other thread do.
     """
-    previous = warnings.showwarning
-    if getattr(previous, "routes_aiograd_jobs", False):
-        return
+    with _install_lock:
+        previous = warnings.showwarning
+        if getattr(previous, "_aiograd_routes_jobs", False):
+            return
 
-    def showwarning(message: Any, category: Any, filename: str, lineno: int,
-                    file: Any = None, line: str | None = None) -> None:
-        sink = _tls.warnings  # the module global: rebound in a forked child
-        if sink is not None and file is None:
-            sink.append(warnings.WarningMessage(message, category, filename, lineno, None, line))
-        else:
-            previous(message, category, filename, lineno, file, line)
+        def showwarning(message: Any, category: type[Warning], filename: str, lineno: int,
+                        file: Any = None, line: str | None = None) -> None:
+            sink = _tls.warnings
+            if sink is not None:
+                sink.append(warnings.WarningMessage(message, category, filename, lineno,
+                                                    file, line))
+            else:
+                previous(message, category, filename, lineno, file, line)
 
-    showwarning.routes_aiograd_jobs = True  # type: ignore[attr-defined]
-    warnings.showwarning = showwarning
+        showwarning._aiograd_routes_jobs = True  # type: ignore[attr-defined]
+        warnings.showwarning = showwarning
+
+
+_install_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

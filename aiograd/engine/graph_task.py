@@ -22,29 +22,76 @@ Note [Completion]
     running on the loop). The task is finished when ``active == 0`` and
     either ``outstanding == 0`` (success) or ``stopped`` (error or
     cancellation). Whoever makes that true calls ``waker`` exactly once.
+
+Note [Fair scheduling]
+    Every device worker is shared by all GraphTasks of the process, and its
+    ReadyQueue orders node tasks by one key: (reentrant depth, deeper first;
+    then the task's *rank*, smaller first; then ``sequence_nr``, higher
+    first). Within one GraphTask the rank is constant, so its order is
+    exactly PyTorch's (depth, then sequence_nr). Across GraphTasks the rank
+    decides, and the sequence numbers (one process-wide counter, newer nodes
+    higher) never do: before the rank existed every node of a newer pass
+    outranked every node of an older one, and under load old passes starved.
+
+    The rank is fixed once, when the pass is submitted (``schedule``): its
+    *due time*, earliest first (Note [Deadlines]), ties broken by arrival.
+    A pass without a deadline is due ``no_deadline_horizon`` seconds after
+    it arrived, so passes without deadlines run in arrival order (FIFO), and
+    no pass ever waits behind a pass with the same kind of due time that
+    arrived after it. A worker runs one pass's ready nodes for a time slice
+    (Note [Time slices]); at the end of a slice it keeps going if the head of
+    its queue does not outrank the pass, so the leftovers of an older pass
+    do not lose their place to newer work.
+
+    Head-of-line blocking: a pass that arrives while a huge one runs waits
+    until every pass due before it (in practice: that arrived before it) has
+    finished its nodes on this worker, plus at most one node of whatever was
+    running (a slice ends only between nodes). FIFO is deliberate: round-robin
+    slices would let every newer pass delay the older ones, which is what
+    made the p99 latency of a loaded service grow without bound; under FIFO
+    each pass's wait is bounded by the work queued before it, which a service
+    controls (admission), and a pass that must not wait behind a big one can
+    say so with a deadline. Nested (reentrant) passes run before the
+    shallower ones, whatever their rank: their parent waits for them.
+
+Note [Deadlines]
+    ``await backward()``/``await grad()`` inside a cancel scope with a deadline
+    (``anyio.fail_after``/``move_on_after``, ``asyncio.timeout``, a Trio cancel
+    scope: anyio's ``current_effective_deadline()`` sees all of them), or with
+    the keyword-only ``deadline=`` (a ``time.monotonic()`` time), is due at
+    that deadline, the earlier of the two if both. Among passes on one
+    worker, the one due first runs first (earliest deadline first).
+
+    A pass whose due time has passed starts no node: the executor checks
+    before each node. A pass stopped by its cancel scope's deadline ends as
+    the scope says (``move_on_after`` moves on, ``fail_after`` raises
+    TimeoutError); one stopped by ``deadline=`` raises TimeoutError. Nodes
+    that already ran keep their effects (``.grad`` may hold part of the sum),
+    as with cancellation.
+
+    Passes without a deadline are due ``no_deadline_horizon`` seconds (1 s by
+    default, ``aiograd.engine.set_no_deadline_horizon``) after they arrived.
+    So while passes with deadlines saturate a worker, a pass without one
+    waits behind those due before its horizon, and never longer: a pass with
+    a deadline that arrives after that horizon ran out is due later, and
+    waits behind it. A larger horizon favours deadline passes more.
 """
 
 from __future__ import annotations
 
 import contextvars
 import itertools
+import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from ..graph._context import checkpoint_valid, current_graph_task  # noqa: F401  (re-exported)
 from ..graph._node import Node
-from .ready_queue import task_key
+from .ready_queue import _RANK_LIMIT, task_key
 
 _ids = itertools.count(1)
-
-# The GraphTask whose nodes run in this context (seed: current_graph_task).
-current_graph_task: contextvars.ContextVar[GraphTask | None] = contextvars.ContextVar(
-    "aiograd_current_graph_task", default=None
-)
-checkpoint_valid: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "aiograd_checkpoint_valid", default=True
-)
-
 
 class GraphTask:
     __slots__ = (
@@ -82,6 +129,14 @@ class GraphTask:
         "warnings",
         "parent",
         "hooked_nodes",
+        "deadline",
+        "due",
+        "due_by_scope",
+        "arrival",
+        "started",
+        "run_time",
+        "direct",
+        "ready_at",
         "__weakref__",
     )
 
@@ -134,8 +189,23 @@ class GraphTask:
         #: set once, under ``lock``, by whoever completes the task (Note [Completion])
         self.finished = False
         self.single_thread = False
-        # ReadyQueue key of a node of this task: key_base - node.sequence_nr.
+        # ReadyQueue key of a node of this task: key_base - node.sequence_nr
+        # (set again by ``schedule``: Note [Fair scheduling]).
         self.key_base = task_key(depth, 0)
+        #: the caller's ``deadline=`` (a ``time.monotonic()`` time), or None
+        self.deadline: float | None = None
+        #: when the pass is due (``time.perf_counter()`` clock; inf: never);
+        #: ``due_by_scope``: that time comes from the caller's cancel scope
+        self.due = math.inf
+        self.due_by_scope = False
+        #: statistics (perf_counter): submitted, first node started, summed slice time
+        self.arrival = 0.0
+        self.started: float | None = None
+        self.run_time = 0.0
+        #: leaves may be accumulated while routing (Note [Direct accumulation])
+        self.direct = not create_graph
+        #: observed passes only: when each node became ready (``_report_node``)
+        self.ready_at: dict[Node, float] = {}
         self.warnings: list[Any] = []
         # Invariant: hooked_nodes is None (not asked yet) or the nodes whose tensor
         #            pre-hooks this task calls (See will_execute).
@@ -219,6 +289,35 @@ class GraphTask:
             reached.add(self.root_node)
             nodes = self.hooked_nodes = frozenset(reached)
         return node in nodes
+
+    # ---- scheduling (see Note [Fair scheduling]) ----
+
+    def schedule(self, now: float, scope_due: float, horizon: float) -> None:
+        """Fix this pass's due time and rank when it is submitted at ``now``.
+
+        ``scope_due``: the deadline of the caller's cancel scope on the
+        ``perf_counter`` clock (inf if none); ``horizon``: how long after its
+        arrival a pass without a deadline is due (Note [Deadlines]).
+        """
+        self.arrival = now
+        due = scope_due
+        self.due_by_scope = due != math.inf
+        if self.deadline is not None:
+            explicit = now + (self.deadline - time.monotonic())
+            if explicit <= due:
+                due = explicit
+                self.due_by_scope = False
+        self.due = due
+        ranked = due if due != math.inf else now + horizon
+        # -inf: the scope is cancelled already (it starts no node anyway)
+        micros = int(ranked * 1e6) if ranked > 0 else 0
+        micros = min(micros, (_RANK_LIMIT >> 32) - 1)
+        self.key_base = task_key(self.depth, 0, (micros << 32) | (self.id & 0xFFFFFFFF))
+
+    def expired_error(self, node: Node) -> TimeoutError:
+        """The error of a pass whose due time passed before ``node`` could start."""
+        return TimeoutError(
+            f"backward pass deadline expired before {node.name()} ran; no further node runs")
 
     # ---- completion (see Note [Completion]) ----
 

@@ -1,7 +1,8 @@
 """ReadyQueue: the priority queue of node tasks of one executor thread.
 
 Order (seed ``CompareNodeTaskTime``): shutdown first, then wake-ups, then
-node tasks (the deeper reentrant depth, then the higher ``sequence_nr``),
+node tasks (the deeper reentrant depth, then the GraphTask's rank, then the
+higher ``sequence_nr``: See Note [Fair scheduling] in ``graph_task.py``),
 then offloaded jobs (See Note [Offloading] in ``offload.py``). A single int
 key encodes that order, smallest first, and a counter breaks ties in FIFO
 order. Wake-ups and jobs have no node: a job carries its callable where a
@@ -20,25 +21,36 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from collections import deque
 from typing import Any
 
 _ticket = itertools.count()
 
+#: finished passes each queue keeps for ``aiograd.engine.stats()``
+RECENT_PASSES = 1024
 SHUTDOWN_KEY = -(1 << 200)
 WAKE_KEY = -(1 << 199)
 JOB_KEY = 1  # node keys are <= 0
-_DEPTH_SHIFT = 64
+# Key layout, all node keys in (WAKE_KEY, 0]: bits 170.. the depth, bits 64..159 the
+# rank (less than 2**96), bits 0..63 the sequence number (less than 2**64).
+_DEPTH_SHIFT = 170
+_RANK_SHIFT = 64
+_RANK_LIMIT = 1 << 96
 
 
-def task_key(depth: int, sequence_nr: int) -> int:
-    """Smaller runs first: deeper reentrant depth, then higher sequence_nr."""
-    return -((depth << _DEPTH_SHIFT) + sequence_nr)
+def task_key(depth: int, sequence_nr: int, rank: int = 0) -> int:
+    """Smaller runs first: deeper reentrant depth, then the smaller ``rank`` (of
+    the GraphTask), then the higher ``sequence_nr``."""
+    if not 0 <= rank < _RANK_LIMIT:
+        raise ValueError(f"task_key(): rank must be in [0, 2**96), got {rank}")
+    return (rank << _RANK_SHIFT) - (_RANK_LIMIT << _RANK_SHIFT) - (depth << _DEPTH_SHIFT) \
+        - sequence_nr
 
 
 class ReadyQueue:
     """Tasks are tuples ``(key, ticket, graph_task, node, inputs)``."""
 
-    __slots__ = ("_heap", "_lock", "_wakeup", "_sleeping", "owner", "closed")
+    __slots__ = ("_heap", "_lock", "_wakeup", "_sleeping", "owner", "closed", "finished")
 
     def __init__(self, owner: str) -> None:
         self._heap: list[tuple[Any, ...]] = []
@@ -52,6 +64,9 @@ class ReadyQueue:
         self.owner = owner
         #: set (under the lock) when the owning worker is gone: pushing then raises
         self.closed = False
+        #: (queue wait, run time) of the latest passes finished whose CPU executor
+        #: this is (appended by their driver; deque appends are atomic)
+        self.finished: deque[tuple[float, float]] = deque(maxlen=RECENT_PASSES)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -117,6 +132,18 @@ class ReadyQueue:
                 heapq.heapify(kept)
                 self._heap = kept
             return dropped
+
+    def head_key(self) -> int | None:
+        """The key of the first task, or None; read without the lock (a hint only)."""
+        try:
+            return self._heap[0][0]
+        except IndexError:
+            return None
+
+    def waiting(self) -> int:
+        """How many distinct GraphTasks have node tasks queued here."""
+        with self._lock:
+            return len({id(t[2]) for t in self._heap if t[3] is not None})
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -15,50 +15,18 @@ from typing import Any
 
 import numpy
 
+from .._broadcast import sum_dims, sum_to_shape
 from .._tensor import Tensor
 from ..devices import CPU, device_of_array
 from ..graph._node import Node
 
+__all__ = ["plain_cpu_grads", "sum_dims", "sum_to_shape", "validate_outputs"]
+
 _ndarray = numpy.ndarray
-_add_reduce = numpy.add.reduce
 
 
 def _error(fn: Node, msg: str) -> RuntimeError:
     return RuntimeError(f"Function {fn.name()} returned an {msg}")
-
-
-def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any | None:
-    """Sum ``grad`` down to ``shape``; None if ``shape`` cannot broadcast to grad's.
-
-    Leading dimensions are summed away and broadcast size-1 dimensions summed
-    with keepdim, so the result has ``shape`` without a reshape (a fresh
-    array, not a view: AccumulateGrad can keep it without copying).
-    """
-    gshape = grad.shape
-    lead = len(gshape) - len(shape)
-    if lead < 0:
-        return None
-    inner = []
-    for i, n in enumerate(shape):
-        if n != gshape[lead + i]:
-            if n != 1:
-                return None
-            inner.append(i)
-    if lead:
-        grad = sum_dims(grad, tuple(range(lead)))
-    if inner:
-        grad = sum_dims(grad, tuple(inner), keepdim=True)
-    return grad
-
-
-def sum_dims(x: Any, dims: tuple[int, ...] | int | None, keepdim: bool = False) -> Any:
-    """``x.sum`` over ``dims`` for a Tensor or an array (NumPy's without its Python wrapper)."""
-    kind = type(x)
-    if kind is _ndarray:
-        return _add_reduce(x, dims, keepdims=keepdim)
-    if kind is Tensor:
-        return x.sum(dim=dims, keepdim=keepdim)
-    return x.sum(axis=dims, keepdims=keepdim)
 
 
 def plain_cpu_grads(edges: tuple[Any, ...], grads: Any) -> bool:

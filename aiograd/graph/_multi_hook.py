@@ -22,11 +22,14 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._tensor import Tensor
-from ..engine.graph_task import GraphTask, current_graph_task
+from ._context import current_graph_task
 from ._node import Node, RemovableHandle, gradient_edge
+
+if TYPE_CHECKING:
+    from ..engine.graph_task import GraphTask
 
 __all__ = ["register_multi_grad_hook"]
 

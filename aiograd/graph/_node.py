@@ -38,6 +38,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._handle import RemovableHandle
 from .._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -76,28 +77,6 @@ class InputMetadata:
 
     def __repr__(self) -> str:
         return f"InputMetadata(shape={self.shape}, dtype={self.dtype}, device={self.device})"
-
-
-class RemovableHandle:
-    """Returned by ``register_*hook``; ``remove()`` unregisters the hook (idempotent)."""
-
-    __slots__ = ("_hooks", "_hook")
-
-    def __init__(self, hooks: list[Any], hook: Any) -> None:
-        self._hooks = hooks
-        self._hook = hook
-
-    def remove(self) -> None:
-        try:
-            self._hooks.remove(self._hook)
-        except ValueError:
-            pass
-
-    def __enter__(self) -> RemovableHandle:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
 
 
 def _check_callable(fn: Any, what: str) -> None:
