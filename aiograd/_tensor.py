@@ -516,11 +516,13 @@ class Tensor:
         retain_graph: bool | None = None,
         create_graph: bool = False,
         inputs: Any = None,
+        *,
+        deadline: float | None = None,
     ) -> Awaitable[None]:
         """``await t.backward()``: see :func:`aiograd.backward` and Note [Forgotten await]."""
         from .autograd import _backward_call
 
-        return _backward_call(1, self, gradient, retain_graph, create_graph, inputs)
+        return _backward_call(1, self, gradient, retain_graph, create_graph, inputs, deadline)
 
     def backward_sync(
         self,
