@@ -53,9 +53,9 @@ rounds, request latency p50 / p99 / max, the spread of requests completed per
 client (``per_client_min``/``max``: a starved client completes few), and per
 request the loop thread's CPU time and the heartbeats it served (a loop that keeps
 its heartbeat on time runs more of them per request than one its requests starve).
-An ``idle`` line gives the heartbeat lag of the same loop with nothing else running (the timer floor). Throughput ratios are
-the median of the per-round ratios (``_common.round_ratio``); the ratio of the
-totals is printed too.
+An ``idle`` line gives the heartbeat lag of the same loop with nothing else running
+(the timer floor). Throughput ratios are the median of the per-round ratios
+(``_common.round_ratio``); the ratio of the totals is printed too.
 """
 
 from __future__ import annotations
