@@ -24,6 +24,8 @@ __all__ = [
     "set_detect_anomaly",
     "is_anomaly_enabled",
     "is_anomaly_check_nan_enabled",
+    "inference_mode",
+    "is_inference_mode_enabled",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -147,6 +149,54 @@ class set_grad_enabled(_ModeContext):
         # As a decorator it must not change the mode of the defining scope.
         _grad_enabled.set(self._prev)
         return super().__call__(fn)
+
+
+_inference: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "aiograd_inference_mode", default=False
+)
+
+
+def is_inference_mode_enabled() -> bool:
+    return _inference.get()
+
+
+class inference_mode(_ModeContext):
+    """``torch.inference_mode(mode=True)``: inside the block (or decorated function) no graph
+    is recorded, as under :class:`no_grad`, and :func:`is_inference_mode_enabled` is True;
+    ``mode=False`` turns both off inside (grad mode on), as PyTorch's.
+
+    Unlike PyTorch, tensors made inside are ordinary tensors, not marked as inference
+    tensors: using them later in autograd is allowed instead of raising. See docs/ops.md.
+    """
+
+    _var = _inference
+
+    def __init__(self, mode: bool = True) -> None:
+        super().__init__()
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode expects a bool, got {type(mode).__name__}")
+        self.mode = mode
+        self._grad_tokens: list[contextvars.Token[bool]] = []
+
+    def _value(self) -> bool:
+        return self.mode
+
+    def __enter__(self) -> None:
+        super().__enter__()
+        self._grad_tokens.append(_grad_enabled.set(not self.mode))
+
+    def __exit__(self, *exc: object) -> None:
+        _grad_enabled.reset(self._grad_tokens.pop())
+        super().__exit__(*exc)
+
+    def clone(self) -> _ModeContext:
+        return inference_mode(self.mode)
+
+    def __new__(cls, mode: Any = True) -> Any:
+        # ``@inference_mode`` without parentheses: PyTorch takes the function as ``mode``
+        if callable(mode):
+            return cls()(mode)
+        return super().__new__(cls)
 
 
 class _FixedGradMode(_ModeContext):
