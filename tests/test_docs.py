@@ -32,17 +32,11 @@ def test_block_extraction_honours_no_run():
 
 
 PAGES = sorted(p.name for p in DOCS.glob("*.md") if runnable_blocks(p.read_text()))
-# Pages written before their code was tested, whose blocks are fragments (top-level
-# await, names from earlier prose); other branches own them. To do at merge: mark
-# their fragments <!-- no-run --> or make them whole, then empty this set.
-FRAGMENT_PAGES = {"async.md", "devices.md", "reentrant.md"}
 
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("page", PAGES)
 def test_docs_page_code_runs(page: str, tmp_path: Path):
-    if page in FRAGMENT_PAGES:
-        pytest.skip(f"docs/{page}: blocks are fragments, not yet marked no-run")
     blocks = runnable_blocks((DOCS / page).read_text())
     script = tmp_path / "page.py"
     script.write_text("\n\n".join(f"# ---- block {i}\n{code}" for i, code in enumerate(blocks)))
