@@ -103,6 +103,7 @@ def test_no_engine_leaks_catches_a_running_graph_task():
         with testing.no_engine_leaks(timeout=0):
             fake = object.__new__(GraphTask)
             fake.final_callbacks = [print]
+            fake.cpu_queue, fake.started, fake.finished = None, None, False
             with engine._lock:
                 engine._live.add(fake)
     with engine._lock:
@@ -130,9 +131,14 @@ def test_plugin_fixture_and_option(pytester: pytest.Pytester, monkeypatch: pytes
     path = [root, os.environ.get("PYTHONPATH", "")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in path if p))
     pytester.makepyfile(PLUGIN_TESTS)
-    plain = pytester.runpytest_subprocess("-p", "aiograd.pytest_plugin", "-p", "no:cacheprovider")
+    # installed (pip install -e), the entry point loads the plugin; else name it with -p
+    from importlib.metadata import entry_points
+
+    installed = any(ep.value == "aiograd.pytest_plugin" for ep in entry_points(group="pytest11"))
+    plugin = [] if installed else ["-p", "aiograd.pytest_plugin"]
+    plain = pytester.runpytest_subprocess(*plugin, "-p", "no:cacheprovider")
     plain.assert_outcomes(passed=2)
-    checked = pytester.runpytest_subprocess("-p", "aiograd.pytest_plugin", "--aiograd-leak-check",
+    checked = pytester.runpytest_subprocess(*plugin, "--aiograd-leak-check",
                                             "-p", "no:cacheprovider")
     checked.assert_outcomes(passed=2, errors=1)
     checked.stdout.fnmatch_lines(["*EngineLeakError*leaky*"])
