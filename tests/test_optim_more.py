@@ -11,11 +11,12 @@ import pytest
 
 import aiograd as ag
 
+torch = pytest.importorskip("torch")
+import test_optim_parity as parity  # noqa: E402  (its helpers need torch)
+from test_optim_parity import W0, _param  # noqa: E402
+
 pytestmark = pytest.mark.timeout(60)
 
-torch = pytest.importorskip("torch")
-
-W0 = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4)
 GRADS = [np.random.RandomState(k).randn(3, 4).astype(np.float32) for k in range(6)]
 
 OPTIMIZERS: dict[str, Callable[[Any, list[Any]], Any]] = {
@@ -35,29 +36,12 @@ OPTIMIZERS: dict[str, Callable[[Any, list[Any]], Any]] = {
 }
 
 
-def _param(lib: Any, a: np.ndarray = W0) -> Any:
-    return lib.nn.Parameter(lib.tensor(a.copy()))
-
-
 def _steps(lib: Any, opt: Any, params: list[Any], grads: list[np.ndarray] = GRADS) -> None:
-    for g in grads:
-        for p in params:
-            p.grad = lib.tensor(g.astype(p.detach().numpy().dtype))
-        opt.step()
-
-
-def _np(value: Any) -> Any:
-    if isinstance(value, (torch.Tensor, ag.Tensor)):
-        return np.asarray(value.detach().numpy())
-    return value
+    parity._steps(lib, opt, params, grads)
 
 
 def _assert_state_equal(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
-    assert list(ours) == list(theirs)
-    for key in ours:
-        a, b = _np(ours[key]), _np(theirs[key])
-        assert a.dtype == b.dtype and a.shape == b.shape, key
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=key)
+    parity._assert_state_equal(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
 def _groups(opt: Any) -> list[list[tuple[str, Any]]]:

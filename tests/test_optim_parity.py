@@ -39,12 +39,13 @@ def _np(value: Any) -> Any:
     return value
 
 
-def _assert_state_equal(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+def _assert_state_equal(ours: dict[str, Any], theirs: dict[str, Any], rtol: float = 1e-6,
+                        atol: float = 1e-8) -> None:
     assert list(ours) == list(theirs)
     for key in ours:
         a, b = _np(ours[key]), _np(theirs[key])
         assert a.dtype == b.dtype and a.shape == b.shape, key
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8, err_msg=key)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=key)
 
 
 OPTIMIZERS: dict[str, Callable[[Any, list[Any]], Any]] = {
