@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy
 
-from . import _random, devices
+from . import _defaults, _random, devices
 from .devices import CPU, Device
 from .grad_mode import _grad_enabled
 
@@ -677,6 +677,26 @@ def tensor(
     return _finish(*_place(arr, device), requires_grad)
 
 
+def set_default_dtype(d: Any) -> None:
+    """Make ``d`` (float32, float64 or float16) the default floating dtype, as PyTorch's
+    ``set_default_dtype``: what Python floats, float promotions of integer tensors and
+    the factories without ``dtype=`` give (``aiograd/_defaults.py``). Process-wide."""
+    try:
+        dt = _resolve_dtype(d)
+    except (TypeError, ValueError):
+        dt = None
+    if dt is None or dt.kind != "f":
+        raise TypeError(f"set_default_dtype(): only floating-point types are supported as "
+                        f"the default type, got {d!r}")
+    _defaults.FLOAT = dt
+    _PYTHON_DTYPES[float] = dt
+
+
+def get_default_dtype() -> numpy.dtype:
+    """The default floating dtype (float32 unless ``set_default_dtype`` changed it)."""
+    return _defaults.FLOAT
+
+
 # A Python number's dtype in tensor(): PyTorch's defaults.
 _PYTHON_DTYPES: dict[type, numpy.dtype] = {float: float32, int: int64, bool: bool_}
 _SEQUENCES = frozenset((list, tuple))
@@ -739,7 +759,7 @@ def _inferred_dtype(data: Any) -> numpy.dtype:
         else:
             level = [x for x in itertools.chain.from_iterable(level) if type(x) in nested]
     if not found:
-        return float32
+        return _defaults.FLOAT
     return found[0] if len(found) == 1 else _promoted(found)
 
 
@@ -876,7 +896,7 @@ def _shape_arg(size: Sequence[Any], fn: str) -> tuple[int, ...]:
 
 def _default_float(dtype: Any) -> numpy.dtype:
     dt = _resolve_dtype(dtype)
-    return float32 if dt is None else dt
+    return _defaults.FLOAT if dt is None else dt
 
 
 def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
@@ -905,13 +925,13 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
             f"argument 'fill_value' must be a real number, not {type(fill_value).__name__}"
         )
     dt = _resolve_dtype(dtype)
-    if dt is None:  # PyTorch's: bool, int64 for any integer (NumPy's too), else float32
+    if dt is None:  # PyTorch's: bool, int64 for any integer (NumPy's too), else the default
         if isinstance(fill_value, bool):
             dt = bool_
         elif isinstance(fill_value, numbers.Integral):
             dt = int64
         else:
-            dt = float32
+            dt = _defaults.FLOAT
     arr = numpy.full(shape, checked_fill(fill_value, numpy.dtype(dt)), dtype=dt)
     return _finish(*_place(arr, device), requires_grad)
 
@@ -967,7 +987,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
     dt = _resolve_dtype(dtype)
     if dt is None:
         is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
-        dt = int64 if is_int else float32
+        dt = int64 if is_int else _defaults.FLOAT
     integral = dt.kind in "iu"
     if integral:
         start, end, step = int(start), int(end), int(step)

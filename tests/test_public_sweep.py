@@ -29,7 +29,8 @@ EXPECTED = {
     "load": OSError,
 }
 # Callables that would block, wait or change process state when called with junk.
-SKIP = {"set_multithreading_enabled", "offload", "manual_seed", "seed", "set_rng_state"}
+SKIP = {"set_multithreading_enabled", "offload", "manual_seed", "seed", "set_rng_state",
+        "set_default_dtype"}
 
 
 def _public_functions() -> list[tuple[str, object]]:

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy
 
+from .. import _defaults
+
 __all__ = ["promote_types", "result_type"]
 
 _BOOL = numpy.dtype(bool)
@@ -57,7 +59,8 @@ def result_type(*operands: Any) -> numpy.dtype:
     for x in operands:
         kind = type(x)
         if kind is float:
-            numbers = _FLOAT32 if numbers is None else promote_types(numbers, _FLOAT32)
+            default = _defaults.FLOAT
+            numbers = default if numbers is None else promote_types(numbers, default)
         elif kind is int:
             numbers = _INT64 if numbers is None else promote_types(numbers, _INT64)
         elif kind is bool:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy
 
+from .. import _defaults
 from .._tensor import Tensor, checked_fill, scalar_type_name
 from ..graph._node import Node
 from ..graph._saved import ERR_BACKWARD_TWICE
@@ -47,7 +48,7 @@ def _promoted(a: Tensor, b: Tensor, true_divide: bool = False) -> tuple[Any, Any
     See Note [Type promotion]."""
     rt = result_type(a, b)
     if true_divide and rt.kind in "biu":
-        rt = _FLOAT32
+        rt = _defaults.FLOAT
     x, y = a.data, b.data
     return (x if x.dtype == rt else x.astype(rt)), (y if y.dtype == rt else y.astype(rt))
 
@@ -56,7 +57,7 @@ def _with_number(x: Any, number: Any) -> Any:
     """``x``, in float32 if it is a bool or integer array meeting a float number
     (NumPy would compute in float64; PyTorch's default dtype is float32)."""
     if type(number) is float and x.dtype.kind in "biu":
-        return x.astype(_FLOAT32)
+        return x.astype(_defaults.FLOAT)
     return x
 
 
@@ -400,7 +401,7 @@ def div(a: Tensor, b: Any) -> Tensor:
         other = save(b)  # before self_: PyTorch's order of saving
         self_ = save(a) if edges[1] is not None else None
         return record(_div_node(edges, self_, other, None, None), data, dev)
-    x = a.data if a.data.dtype.kind not in "biu" else a.data.astype(_FLOAT32)
+    x = a.data if a.data.dtype.kind not in "biu" else a.data.astype(_defaults.FLOAT)
     data = x / b if b != 0 else _divide(x, b)
     edges = edges_with_number(a)
     if edges is None:
@@ -414,7 +415,7 @@ def rdiv(a: Tensor, b: Any) -> Tensor:
     if type(b) is Tensor:
         return div(b, a)
     x = a.data
-    data = _divide(b, x if x.dtype.kind not in "biu" else x.astype(_FLOAT32))
+    data = _divide(b, x if x.dtype.kind not in "biu" else x.astype(_defaults.FLOAT))
     edges = edges_of(a)
     if edges is None:
         return plain(data, a.device)

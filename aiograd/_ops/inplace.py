@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy
 
+from .. import _defaults
 from .._tensor import Tensor, checked_fill, scalar_type_name
 from ..grad_mode import _grad_enabled
 from ..graph._node import Node
@@ -157,7 +158,7 @@ def _prepare(t: Tensor, other: Any, true_div: bool = False) -> tuple[Any, Tensor
     check_inplace(t, edges)
     result = result_type(t, other)  # Note [Type promotion]
     if true_div and result.kind in "biu":
-        result = numpy.dtype(numpy.float32)
+        result = _defaults.FLOAT
     if not _can_cast(result, t.dtype):
         raise RuntimeError(
             f"result type {scalar_type_name(result)} can't be cast to the desired output "

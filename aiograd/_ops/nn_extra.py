@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy
 
-from .. import _random
-from .._tensor import Tensor, float32, scalar_type_name
+from .. import _defaults, _random
+from .._tensor import Tensor, scalar_type_name
 from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
@@ -398,7 +398,7 @@ def erf(input: Tensor) -> Tensor:  # noqa: A002
     """The error function: exact in float64 on the CPU, else to float32 precision
     (see ``_erf_array``)."""
     x = input.data
-    data = _erf_array(x if x.dtype.kind == "f" else x.astype(float32))  # PyTorch's promotion
+    data = _erf_array(x if x.dtype.kind == "f" else x.astype(_defaults.FLOAT))
     edges = edges_of(input)
     if edges is None:
         return plain(data, input.device)

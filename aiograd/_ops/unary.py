@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy
 
-from .._tensor import Tensor, float32
+from .. import _defaults
+from .._tensor import Tensor
 from ..devices import device_of_array
 from ..graph._node import Node
 from . import _dual
@@ -58,7 +59,7 @@ def _record_unary(node_cls: type[_SavesOne], a: Tensor, data: Any, saves_output:
 def _floating(a: Tensor) -> Any:
     """The array of ``a``, as float32 when it is an integer or bool array (PyTorch's rule)."""
     x = a.data
-    return x if x.dtype.kind == "f" else x.astype(float32)
+    return x if x.dtype.kind == "f" else x.astype(_defaults.FLOAT)
 
 
 # ---- exp / log / sqrt ----
