@@ -689,7 +689,6 @@ def set_default_dtype(d: Any) -> None:
         raise TypeError(f"set_default_dtype(): only floating-point types are supported as "
                         f"the default type, got {d!r}")
     _defaults.FLOAT = dt
-    _PYTHON_DTYPES[float] = dt
 
 
 def get_default_dtype() -> numpy.dtype:
@@ -697,15 +696,20 @@ def get_default_dtype() -> numpy.dtype:
     return _defaults.FLOAT
 
 
-# A Python number's dtype in tensor(): PyTorch's defaults.
-_PYTHON_DTYPES: dict[type, numpy.dtype] = {float: float32, int: int64, bool: bool_}
+# A Python int's and bool's dtype in tensor() (a float's is the default: _python_dtype).
+_PYTHON_DTYPES: dict[type, numpy.dtype] = {int: int64, bool: bool_}
+
+
+def _python_dtype(kind: type) -> numpy.dtype | None:
+    """PyTorch's dtype for a Python number of type ``kind``; None for other types."""
+    return _defaults.FLOAT if kind is float else _PYTHON_DTYPES.get(kind)
 _SEQUENCES = frozenset((list, tuple))
 
 
 def _leaf_dtype(kind: type, level: list[Any]) -> numpy.dtype:
     """The promoted dtype of the elements of type ``kind`` (not a list or tuple) in the
     sequences ``level``."""
-    dt = _PYTHON_DTYPES.get(kind)
+    dt = _python_dtype(kind)
     if dt is not None:
         return dt
     if issubclass(kind, (str, bytes)):
@@ -740,7 +744,7 @@ def _inferred_dtype(data: Any) -> numpy.dtype:
         return _leaf_dtype(type(data), [(data,)])
     kinds = set(map(type, data))
     if len(kinds) == 1:  # the common case: a flat list of one kind of Python number
-        dt = _PYTHON_DTYPES.get(next(iter(kinds)))
+        dt = _python_dtype(next(iter(kinds)))
         if dt is not None:
             return dt
     level: list[Any] = [data]
