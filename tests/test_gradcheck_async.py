@@ -18,8 +18,8 @@ def _smooth(lib):
     return lambda x, y: (x ** 3 * lib.sin(y)).sum() + (x * y).exp()
 
 
-def _wrong_second_order(lib):
-    """x**2 whose backward treats x as a constant: first order right, second wrong."""
+def _square(lib, factor: float, detach: bool):
+    """x**2 as a Function whose backward is ``grad * factor * x`` (x detached if asked)."""
 
     class Square(lib.autograd.Function if lib is not ag else ag.Function):
         @staticmethod
@@ -30,24 +30,18 @@ def _wrong_second_order(lib):
         @staticmethod
         def backward(ctx, grad):
             (x,) = ctx.saved_tensors
-            return grad * 2 * x.detach()
+            return grad * factor * (x.detach() if detach else x)
 
     return Square.apply
+
+
+def _wrong_second_order(lib):
+    """x**2 whose backward treats x as a constant: first order right, second wrong."""
+    return _square(lib, 2, detach=True)
 
 
 def _wrong_first_order(lib):
-    class Square(lib.autograd.Function if lib is not ag else ag.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, grad):
-            (x,) = ctx.saved_tensors
-            return grad * 3 * x
-
-    return Square.apply
+    return _square(lib, 3, detach=False)
 
 
 CASES = {
