@@ -55,7 +55,7 @@ class AsinBackward0(_SavesOne):
     @numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         x = self.saved.unpack(self, create_graph)
-        return (grads[0] / _dual_call(1 - x * x, _sqrt, "sqrt"),)
+        return (grads[0] / _dual_call(1 - x * x, Tensor.sqrt, "sqrt"),)
 
 
 class AcosBackward0(_SavesOne):
@@ -66,11 +66,7 @@ class AcosBackward0(_SavesOne):
     @numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         x = self.saved.unpack(self, create_graph)
-        return (-grads[0] / _dual_call(1 - x * x, _sqrt, "sqrt"),)
-
-
-def _sqrt(t: Tensor) -> Tensor:
-    return t.sqrt()
+        return (-grads[0] / _dual_call(1 - x * x, Tensor.sqrt, "sqrt"),)
 
 
 def atan(input: Tensor) -> Tensor:  # noqa: A002
