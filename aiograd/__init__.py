@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import (
+    _boundary,
     _ops,  # noqa: F401  (binds the Tensor operators and methods)
     cuda,
     devices,
@@ -108,6 +109,9 @@ from .gradcheck import (
 from .graph import get_gradient_edge, register_multi_grad_hook, saved_tensors_hooks
 from .serialization import load, save
 from .utils.checkpoint import checkpoint
+
+# Note [Errors at the public boundary]: every public method, and below every public function.
+_boundary.guard_methods(Tensor)
 
 # ---- torch-style functions: aiograd.exp(t) is t.exp() ----
 
@@ -294,3 +298,5 @@ __all__ = [
     "zeros_like",
     *_METHOD_FUNCTIONS,
 ]
+
+_boundary.guard_functions(globals(), __all__)

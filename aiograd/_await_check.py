@@ -38,6 +38,8 @@ import threading
 from collections.abc import Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
+from ._warn import user_frame
+
 T = TypeVar("T")
 
 
@@ -52,13 +54,10 @@ _tracked = _Tracked()
 _tokens = itertools.count()
 
 
-def track(make: Any, what: str, depth: int, *args: Any) -> Any:
-    """``make(started, *args)``'s coroutine, tracked until its body calls ``started()``.
-
-    ``depth`` counts the frames from the caller of ``track`` to the user's
-    line (1: the caller's caller).
-    """
-    frame = sys._getframe(depth + 1)
+def track(make: Any, what: str, *args: Any) -> Any:
+    """``make(started, *args)``'s coroutine, tracked until its body calls ``started()``,
+    with the user's line: the innermost frame outside aiograd."""
+    frame = user_frame()[0]
     calls = _tracked.calls
     if calls:
         check_dropped()
@@ -68,7 +67,8 @@ def track(make: Any, what: str, depth: int, *args: Any) -> Any:
         calls.pop(token, None)
 
     coro = make(started, *args)
-    calls[token] = (coro, f"{what} called at {frame.f_code.co_filename}:{frame.f_lineno}")
+    where = "?" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    calls[token] = (coro, f"{what} called at {where}")
     return coro
 
 

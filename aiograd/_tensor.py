@@ -520,9 +520,9 @@ class Tensor:
         deadline: float | None = None,
     ) -> Awaitable[None]:
         """``await t.backward()``: see :func:`aiograd.backward` and Note [Forgotten await]."""
-        from .autograd import _backward_call
+        from .autograd import backward
 
-        return _backward_call(1, self, gradient, retain_graph, create_graph, inputs, deadline)
+        return backward(self, gradient, retain_graph, create_graph, inputs, deadline=deadline)
 
     def backward_sync(
         self,

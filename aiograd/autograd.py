@@ -11,14 +11,15 @@ from __future__ import annotations
 import contextvars
 import functools
 import numbers
-import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy
 
 from ._await_check import Finished, FinishedGrads, track
+from ._boundary import naming
 from ._tensor import Tensor, zeros_like
+from ._warn import warn_user
 from .engine import engine as _engine_mod
 from .engine._bridge import running_loop_library
 from .engine.engine import multithreading_enabled
@@ -58,7 +59,7 @@ def _warned_once() -> None:
     _create_graph_warned = True
 
 
-def _tensor_seq(value: Any, name: str) -> list[Tensor]:
+def _tensor_seq(value: Any, name: str, call: str) -> list[Tensor]:
     """The outputs to differentiate: Tensors, or GradientEdges (as stand-ins, ``_edge_output``)."""
     if isinstance(value, (Tensor, GradientEdge)):
         value = [value]
@@ -69,20 +70,15 @@ def _tensor_seq(value: Any, name: str) -> list[Tensor]:
                 items[i] = _edge_output(t)
             elif not isinstance(t, Tensor):
                 raise TypeError(
-                    f"{_entry(name)}(): {name} must be a Tensor, a GradientEdge or a sequence "
+                    f"{call}(): {name} must be a Tensor, a GradientEdge or a sequence "
                     "of them; element "
                     f"{i} is a {type(t).__name__}"
                 )
         return items
     raise TypeError(
-        f"{_entry(name)}(): {name} must be a Tensor, a GradientEdge or a sequence of them, got "
+        f"{call}(): {name} must be a Tensor, a GradientEdge or a sequence of them, got "
         f"{type(value).__name__}"
     )
-
-
-def _entry(name: str) -> str:
-    """The entry point whose argument ``name`` is: backward's ``tensors``, grad's ``outputs``."""
-    return "backward" if name == "tensors" else "grad"
 
 
 def _edge_output(edge: GradientEdge) -> Tensor:
@@ -207,12 +203,16 @@ def _make_task(
     *,
     accumulate_grad: bool,
     names: tuple[str, str],
-) -> tuple[GraphTask, contextvars.Context] | None:
+    call: str,
+    deadline: float | None,
+) -> tuple[GraphTask, contextvars.Context]:
+    """The GraphTask of a ``call`` (backward, grad, ...) and its context, its arguments
+    checked. Called inside ``naming(call)`` (Note [Errors at the public boundary])."""
     if not isinstance(create_graph, bool):
         raise TypeError(f"create_graph must be a bool, got {type(create_graph).__name__}")
     if retain_graph is not None and not isinstance(retain_graph, bool):
         raise TypeError(f"retain_graph must be a bool or None, got {type(retain_graph).__name__}")
-    outputs = _tensor_seq(tensors, names[0])
+    outputs = _tensor_seq(tensors, names[0], call)
     grads = _make_grads(outputs, _grad_seq(grad_tensors, len(outputs), names[1]),
                         create_graph, names[1])
     keep_graph = create_graph if retain_graph is None else retain_graph
@@ -229,7 +229,7 @@ def _make_task(
         output_edges = _input_edges(inputs, for_backward=accumulate_grad)
     if accumulate_grad and create_graph and not _create_graph_warned:
         _warned_once()
-        warnings.warn(_CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
+        warn_user(_CREATE_GRAPH_WARNING)
     edges = tuple(root_edges)
     if not plain_cpu_grads(edges, grads):  # else there is nothing to check or fix
         grads = validate_outputs(GraphRoot(edges, grads), grads)
@@ -254,6 +254,7 @@ def _make_task(
         accumulate_grad=accumulate_grad,
         parent=parent,
     )
+    _set_deadline(gt, deadline, call)
     return gt, contextvars.copy_context()
 
 
@@ -305,19 +306,11 @@ def backward(
     among others and raises TimeoutError if it passes first, as does the
     deadline of the caller's cancel scope (docs/async.md, Note [Deadlines]).
     """
-    return _backward_call(1, tensors, grad_tensors, retain_graph, create_graph, inputs,
-                          deadline)
-
-
-def _backward_call(depth: int, tensors: Any, grad_tensors: Any, retain_graph: bool | None,
-                   create_graph: bool, inputs: Any,
-                   deadline: float | None = None) -> Awaitable[None]:
-    """``backward(...)`` for a user ``depth`` frames above the caller."""
     args = (tensors, grad_tensors, retain_graph, create_graph, inputs)
     if running_loop_library() is None:
-        backward_sync(*args, deadline=deadline)
+        _blocking_backward("backward", *args, deadline)
         return Finished(None)
-    return track(_backward_async, "backward()", depth + 1, *args,  # type: ignore[no-any-return]
+    return track(_backward_async, "backward()", *args,  # type: ignore[no-any-return]
                  deadline)
 
 
@@ -331,11 +324,11 @@ async def _backward_async(
     deadline: float | None,
 ) -> None:
     started()
-    made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
-                      accumulate_grad=True, names=("tensors", "grad_tensors"))
-    if made is not None:
-        _set_deadline(made[0], deadline, "backward")
-        await _engine_mod.get_engine().run_async(*made)
+    with naming("backward"):
+        made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
+                          accumulate_grad=True, names=("tensors", "grad_tensors"),
+                          call="backward", deadline=deadline)
+    await _engine_mod.get_engine().run_async(*made)
 
 
 def backward_sync(
@@ -348,11 +341,18 @@ def backward_sync(
     deadline: float | None = None,
 ) -> None:
     """Blocking :func:`backward`, for scripts and sync backward functions."""
-    made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
-                      accumulate_grad=True, names=("tensors", "grad_tensors"))
-    if made is not None:
-        _set_deadline(made[0], deadline, "backward_sync")
-        _engine_mod.get_engine().run_sync(*made)
+    _blocking_backward("backward_sync", tensors, grad_tensors, retain_graph, create_graph,
+                       inputs, deadline)
+
+
+def _blocking_backward(call: str, tensors: Any, grad_tensors: Any, retain_graph: bool | None,
+                       create_graph: bool, inputs: Any, deadline: float | None) -> None:
+    """``backward_sync``, its errors naming ``call``."""
+    with naming(call):
+        made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
+                          accumulate_grad=True, names=("tensors", "grad_tensors"), call=call,
+                          deadline=deadline)
+    _engine_mod.get_engine().run_sync(*made)
 
 
 def _set_deadline(gt: GraphTask, deadline: float | None, name: str) -> None:
@@ -368,8 +368,18 @@ def _set_deadline(gt: GraphTask, deadline: float | None, name: str) -> None:
 # ---- grad ----
 
 def _grad_task(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
-               create_graph: bool, allow_unused: bool | None, materialize_grads: bool) -> Any:
+               create_graph: bool, allow_unused: bool | None, materialize_grads: bool,
+               call: str, deadline: float | None) -> Any:
     """The GraphTask of a ``grad()`` call, its context, and how to give out its results."""
+    with naming(call):
+        return _checked_grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                                  allow_unused, materialize_grads, call, deadline)
+
+
+def _checked_grad_task(outputs: Any, inputs: Any, grad_outputs: Any,
+                       retain_graph: bool | None, create_graph: bool,
+                       allow_unused: bool | None, materialize_grads: bool, call: str,
+                       deadline: float | None) -> Any:
     if allow_unused is not None and not isinstance(allow_unused, bool):
         raise TypeError(f"allow_unused must be a bool, got {type(allow_unused).__name__}")
     if not isinstance(materialize_grads, bool):
@@ -379,10 +389,10 @@ def _grad_task(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool 
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
     if inputs is None:
-        raise TypeError("grad() missing required argument 'inputs'")
+        raise TypeError(f"{call}() missing required argument 'inputs'")
     made = _make_task(outputs, grad_outputs, retain_graph, create_graph, inputs,
-                      accumulate_grad=False, names=("outputs", "grad_outputs"))
-    assert made is not None
+                      accumulate_grad=False, names=("outputs", "grad_outputs"), call=call,
+                      deadline=deadline)
     zeros_for = None
     if materialize_grads:  # the zeros of unused inputs stand for their gradients
         zeros_for = [inputs] if isinstance(inputs, (Tensor, GradientEdge)) else list(inputs)
@@ -414,8 +424,8 @@ def grad(
     args = (outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
             materialize_grads)
     if running_loop_library() is None:
-        return FinishedGrads(grad_sync(*args, deadline=deadline))
-    return track(_grad_async, "grad()", 1, *args, deadline)  # type: ignore[no-any-return]
+        return FinishedGrads(_blocking_grad("grad", *args, deadline))
+    return track(_grad_async, "grad()", *args, deadline)  # type: ignore[no-any-return]
 
 
 async def _grad_async(
@@ -431,8 +441,7 @@ async def _grad_async(
 ) -> tuple[Tensor | None, ...]:
     started()
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
-                                    allow_unused, materialize_grads)
-    _set_deadline(gt, deadline, "grad")
+                                    allow_unused, materialize_grads, "grad", deadline)
     await _engine_mod.get_engine().run_async(gt, ctx)
     return results(gt)  # type: ignore[no-any-return]
 
@@ -449,11 +458,18 @@ def grad_sync(
     deadline: float | None = None,
 ) -> tuple[Tensor | None, ...]:
     """Blocking :func:`grad`."""
+    return _blocking_grad("grad_sync", outputs, inputs, grad_outputs, retain_graph,
+                          create_graph, allow_unused, materialize_grads, deadline)
+
+
+def _blocking_grad(call: str, outputs: Any, inputs: Any, grad_outputs: Any,
+                   retain_graph: bool | None, create_graph: bool, allow_unused: bool | None,
+                   materialize_grads: bool, deadline: float | None) -> tuple[Tensor | None, ...]:
+    """``grad_sync``, its errors naming ``call``."""
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
-                                    allow_unused, materialize_grads)
-    _set_deadline(gt, deadline, "grad_sync")
+                                    allow_unused, materialize_grads, call, deadline)
     _engine_mod.get_engine().run_sync(gt, ctx)
-    return results(gt)
+    return results(gt)  # type: ignore[no-any-return]
 
 
 # ---- engine hooks ----

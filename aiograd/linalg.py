@@ -15,6 +15,7 @@ import math
 import numbers
 from typing import Any
 
+from . import _boundary
 from ._ops.matrix import det, inv, solve
 from ._ops.reductions import norm as _vector_norm
 from ._tensor import Tensor
@@ -87,3 +88,5 @@ def _check_tensor(x: Any, fn: str) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"linalg.{fn}(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(x).__name__}")
+
+_boundary.guard_functions(globals(), __all__)

@@ -373,8 +373,9 @@ def test_a_weight_that_requires_grad_is_rejected_like_torch(fn_name):
 def test_cross_entropy_rejects_a_float_ignore_index_and_an_unknown_reduction():
     with pytest.raises(TypeError, match="'ignore_index' must be int, not float"):
         F.cross_entropy(ag.ones(2, 3), np.array([0, 1]), ignore_index=1.5)
-    with pytest.raises(ValueError, match="^avg is not a valid value for reduction$"):
+    with pytest.raises(ValueError) as info:
         F.nll_loss(ag.ones(2, 3), np.array([0, 1]), reduction="avg")
+    assert str(info.value) == "avg is not a valid value for reduction"
 
 
 # ---- loss modules ----

@@ -207,8 +207,9 @@ def test_mse_loss_warns_when_target_shape_differs():
 
 
 def test_mse_loss_rejects_an_unknown_reduction():
-    with pytest.raises(ValueError, match="^avg is not a valid value for reduction$"):
+    with pytest.raises(ValueError) as info:
         F.mse_loss(ag.ones(2), ag.zeros(2), reduction="avg")
+    assert str(info.value) == "avg is not a valid value for reduction"
 
 
 def test_mse_loss_rejects_a_number_target():

@@ -177,9 +177,9 @@ def test_pow_0_gradient_is_zero_even_for_a_nan_gradient():
 ])
 def test_integer_tensor_to_a_negative_integer_raises_torchs_error(make):
     for lib in (ag, torch):
-        with pytest.raises(RuntimeError, match=r"^Integers to negative integer powers are not "
-                                               r"allowed\.$"):
+        with pytest.raises(RuntimeError) as info:
             make(lib)
+        assert str(info.value) == "Integers to negative integer powers are not allowed."
 
 
 @pytest.mark.parametrize("make", [

@@ -4,6 +4,7 @@ gradcheck."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 
@@ -189,7 +190,7 @@ def test_sort_errors_match_torch():
             fn()
         with pytest.raises(Exception) as theirs:
             tfn()
-        assert type(ours.value) is type(theirs.value)
+        assert isinstance(ours.value, type(theirs.value))  # ours may subclass it: see _boundary
 
 
 def test_sort_of_an_int_tensor_keeps_its_dtype():
@@ -273,7 +274,7 @@ def test_topk_errors_match_torch(args):
         topk(x, *args)
     with pytest.raises(Exception) as theirs:
         torch_module().topk(tx, *args)
-    assert type(ours.value) is type(theirs.value)
+    assert isinstance(ours.value, type(theirs.value))  # ours may subclass it: see _boundary
     assert str(ours.value) == str(theirs.value)
 
 
@@ -335,7 +336,7 @@ def test_kthvalue_errors_match_torch(shape, args):
         kthvalue(x, *args)
     with pytest.raises(Exception) as theirs:
         tx.kthvalue(*args)
-    assert type(ours.value) is type(theirs.value)
+    assert isinstance(ours.value, type(theirs.value))  # ours may subclass it: see _boundary
 
 
 def test_kthvalue_of_bool_is_not_implemented():
@@ -432,7 +433,7 @@ def test_median_errors_match_torch(call):
         calls[call](x)
     with pytest.raises(Exception) as theirs:
         calls[call](tx)
-    assert type(ours.value) is type(theirs.value)
+    assert isinstance(ours.value, type(theirs.value))  # ours may subclass it: see _boundary
 
 
 def test_median_of_bool_is_not_implemented():
@@ -492,7 +493,7 @@ def test_median_and_nanmedian_errors_match_torch(call):
         fn(x)
     with pytest.raises(Exception) as theirs:
         fn(tx)
-    assert type(ours.value) is type(theirs.value)
+    assert isinstance(ours.value, type(theirs.value))  # ours may subclass it: see _boundary
     assert str(ours.value) == str(theirs.value)
 
 
@@ -677,7 +678,7 @@ def test_cumprod_errors_match_torch():
             call(x)
         with pytest.raises(Exception) as theirs:
             call(tx)
-        assert type(ours.value) is type(theirs.value)
+        assert isinstance(ours.value, type(theirs.value))  # ours may subclass it: see _boundary
 
 
 # ---- cummax / cummin ----
@@ -733,7 +734,7 @@ def test_cummax_errors_match_torch():
             call(x)
         with pytest.raises(Exception) as theirs:
             call(tx)
-        assert type(ours.value) is type(theirs.value)
+        assert isinstance(ours.value, type(theirs.value))  # ours may subclass it: see _boundary
 
 
 # ---- logcumsumexp ----
@@ -898,4 +899,4 @@ def test_modifying_the_indices_in_place_fails_the_backward_as_torch():
 @pytest.mark.parametrize("name", ["sort", "argsort", "topk", "kthvalue", "median", "nanmedian",
                                   "cumprod", "cummax", "cummin", "logcumsumexp"])
 def test_tensor_methods_are_bound(name):
-    assert getattr(ag.Tensor, name) is getattr(aiograd._ops.sorting, name)
+    assert inspect.unwrap(getattr(ag.Tensor, name)) is getattr(aiograd._ops.sorting, name)

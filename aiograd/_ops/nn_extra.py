@@ -11,11 +11,13 @@ create_graph backward records the ops of their formula (PyTorch records one
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy
 
 from .. import _defaults, _random
+from .._boundary import AssertionValueError
 from .._tensor import Tensor, scalar_type_name
 from ..graph._node import Node
 from . import _dual
@@ -49,6 +51,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,  # noqa: A002
     The input itself is returned when not ``training`` or ``p == 0`` (as PyTorch);
     otherwise ``input * mask`` (``MulBackward0``), or ``input.mul_(mask)`` in place.
     """
+    if not isinstance(p, numbers.Real):
+        raise TypeError(f"dropout(): argument 'p' must be float, not {type(p).__name__}")
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
@@ -88,11 +92,12 @@ class EmbeddingBackward0(Node):
 
 
 def _check_padding_idx(padding_idx: int | None, num_embeddings: int) -> int | None:
-    """``padding_idx`` made non-negative; PyTorch's AssertionError when out of range."""
+    """``padding_idx`` made non-negative; PyTorch's AssertionError (also a ValueError) when
+    out of range."""
     if padding_idx is None:
         return None
     if not -num_embeddings <= padding_idx < num_embeddings:
-        raise AssertionError("Padding_idx must be within num_embeddings")
+        raise AssertionValueError("Padding_idx must be within num_embeddings")
     return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
 
 

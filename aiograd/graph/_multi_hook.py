@@ -24,6 +24,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._boundary import AssertionValueError
 from .._tensor import Tensor
 from ._context import current_graph_task
 from ._node import Node, RemovableHandle, gradient_edge
@@ -141,7 +142,7 @@ def register_multi_grad_hook(
         for t in tensors:
             edge = gradient_edge(t)
             if edge is None:
-                raise AssertionError("Expected gradient function to be set")
+                raise AssertionValueError("Expected gradient function to be set")
             nodes.append(edge[0])
         all_grads = _AllGrads(fn, nodes)  # type: ignore[arg-type]
         hooks = [functools.partial(all_grads.on_grad, i) for i in range(len(tensors))]

@@ -6,11 +6,11 @@ Note [Fused cross entropy] in ``aiograd._ops.nn_ops``.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
 
+from .._boundary import public
 from .._ops import nn_ops, unary
 from .._ops.batch_norm import batch_norm, group_norm, instance_norm
 from .._ops.conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d
@@ -101,12 +101,11 @@ def log_softmax(input: Tensor, dim: int | None = None, *,  # noqa: A002
 # ---- the boundary: Note [Tensor arguments of nn.functional] ----
 
 _TENSOR_PARAMETERS = ("key", "value")  # besides the first
-_MISSING = object()
 
 
 def _checks_tensor_arguments(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` refusing a non-Tensor first argument (``input``), ``key`` or ``value`` with
-    PyTorch's TypeError.
+    PyTorch's TypeError, its errors shaped by Note [Errors at the public boundary].
 
     Note [Tensor arguments of nn.functional]
         As PyTorch's, these functions take a Tensor as ``input`` (a NumPy
@@ -117,22 +116,11 @@ def _checks_tensor_arguments(fn: Callable[..., Any]) -> Callable[..., Any]:
         the input's device; ``embedding`` takes an index array too.
     """
     params = list(inspect.signature(fn).parameters)
-    checked = [(params[0], 0)] + [(name, params.index(name)) for name in _TENSOR_PARAMETERS
-                                  if name in params]
-    fn_name = fn.__name__
-
-    @functools.wraps(fn)
-    def checking(*args: Any, **kwargs: Any) -> Any:
-        for name, i in checked:
-            value = args[i] if i < len(args) else kwargs.get(name, _MISSING)
-            if value is not _MISSING and not isinstance(value, Tensor):
-                raise TypeError(f"{fn_name}(): argument '{name}' (position {i + 1}) must be "
-                                f"Tensor, not {type(value).__name__}")
-        return fn(*args, **kwargs)
-
-    return checking
+    checked = ((params[0], 0),) + tuple((name, params.index(name))
+                                        for name in _TENSOR_PARAMETERS if name in params)
+    return public(fn, tensor_args=checked)
 
 
 # embedding also takes an index array for ``input`` (moved to the weight's device)
-globals().update({name: _checks_tensor_arguments(globals()[name]) for name in __all__
-                  if name != "embedding"})
+globals().update({name: public(globals()[name]) if name == "embedding"
+                  else _checks_tensor_arguments(globals()[name]) for name in __all__})
