@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,3 +53,17 @@ def test_write_replaces_the_marked_block(tmp_path, monkeypatch):
     text = readme.read_text()
     assert "old" not in text and text.count(report.START) == 1 and text.endswith("after\n")
     assert "| step_time (batch=64) |" in (tmp_path / "benchmarks.md").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_the_ab_script_compares_a_tree_with_itself():
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "benchmarks/ab.py", "--base", ".", "--new", ".",
+                          "--rounds", "1"], cwd=root, capture_output=True, text=True,
+                         check=True, timeout=110).stdout
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert {line["metric"] for line in lines} == {
+        f"{g}.{m}" for g in ("chain", "ladder")
+        for m in ("forward_per_node", "step_sync_per_node", "await_backward_per_node")
+    } | {"mlp.step"}
+    assert all(line["base"] > 0 and line["new"] > 0 and line["new/base"] > 0 for line in lines)
