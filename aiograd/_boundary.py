@@ -10,7 +10,9 @@ Note [Errors at the public boundary]
       and nothing else: an IndexError (PyTorch's type for a dim or an index
       out of range) leaves as ``OutOfRangeError``, both an IndexError, for
       code written against PyTorch, and a ValueError (where PyTorch asserts,
-      aiograd raises ``AssertionValueError``, in the same spirit); NumPy's own exception
+      aiograd raises ``AssertionValueError``, in the same spirit); an
+      AttributeError of library code (an argument of a type it cannot use)
+      leaves as a TypeError; NumPy's own exception
       types (``UFuncTypeError``, ``AxisError``, ...) leave as a plain TypeError
       or ValueError with NumPy's text as the detail;
     - with a message that names the function: ``sum(): dim must be an int,
@@ -19,9 +21,9 @@ Note [Errors at the public boundary]
 
     An exception raised by user code called back from inside (a hook, a
     custom Function, a module's forward) is the user's and passes through
-    untouched: only errors whose innermost frame lies in aiograd or NumPy are
-    rewritten. The wrapper costs one Python call on the way in and nothing
-    more when nothing fails.
+    untouched: only errors whose innermost frame lies in aiograd, NumPy, CuPy
+    or a registered device backend are rewritten. The wrapper costs one Python
+    call on the way in and nothing more when nothing fails.
 """
 
 from __future__ import annotations
@@ -30,12 +32,10 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-import numpy
-
+from . import devices
 from ._tensor import Tensor
 
 __all__ = ["AssertionValueError", "OutOfRangeError", "guard_functions", "guard_methods",
@@ -44,8 +44,9 @@ __all__ = ["AssertionValueError", "OutOfRangeError", "guard_functions", "guard_m
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_OURS = (str(Path(__file__).resolve().parent), str(Path(numpy.__file__).resolve().parent))
-_HANDLED = (TypeError, ValueError, RuntimeError, IndexError)
+_ARRAY_LIBRARIES = frozenset({"numpy", "cupy", "cupyx", "cupy_backends"})
+_LIBRARIES = _ARRAY_LIBRARIES | {"aiograd"}
+_HANDLED = (TypeError, ValueError, RuntimeError, IndexError, AttributeError)
 _LEADING_NAME = re.compile(r"^\w+\(\): ")  # "abs(): ..." raised inside softsign
 _ARITY = re.compile(r"^[\w.<>]+\(\) ")  # "_unary.<locals>.op() takes 1 positional argument..."
 
@@ -83,7 +84,8 @@ def public(fn: Callable[P, R], name: str | None = None, *,
             return fn(*args, **kwargs)
         except _HANDLED as exc:
             tb = exc.__traceback__
-            if tb is not None and tb.tb_next is None:  # the call itself: wrong arity/keywords
+            if isinstance(exc, TypeError) and tb is not None and tb.tb_next is None:
+                # the call itself failed: wrong arity or keywords
                 _rename(exc, _named(_ARITY.sub(f"{label}() ", str(exc), count=1), label))
                 raise
             if not _raised_by_us(tb):
@@ -119,18 +121,25 @@ class naming:
 
 
 def _raised_by_us(tb: TracebackType | None) -> bool:
-    """Whether the innermost frame of ``tb`` is aiograd's or NumPy's code, not the user's."""
+    """Whether the innermost frame of ``tb`` is library code (aiograd's, NumPy's, CuPy's
+    or a registered device backend's), not the user's."""
     last = None
     while tb is not None:
         last, tb = tb, tb.tb_next
-    return last is not None and last.tb_frame.f_code.co_filename.startswith(_OURS)
+    if last is None:
+        return False
+    module = last.tb_frame.f_globals.get("__name__", "")
+    return (module.partition(".")[0] in _LIBRARIES
+            or module in devices.backend_modules())
 
 
 def _shaped(exc: Exception, label: str) -> Exception:
     """``exc`` as the user should see it: the same object with a note, or a new one."""
-    if type(exc).__module__.startswith("numpy"):  # UFuncTypeError, AxisError, ...
+    if type(exc).__module__.partition(".")[0] in _ARRAY_LIBRARIES:  # UFuncTypeError, ...
         kind = TypeError if isinstance(exc, TypeError) else ValueError
         return kind(_named(str(exc), label))
+    if isinstance(exc, AttributeError):  # library code met an argument of a type it can't use
+        return TypeError(f"{label}(): an argument has a type it does not take ({exc})")
     if isinstance(exc, IndexError) and not isinstance(exc, ValueError):
         exc = OutOfRangeError(*exc.args)
     notes = getattr(exc, "__notes__", ())

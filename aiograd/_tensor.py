@@ -26,7 +26,7 @@ import numpy
 
 from . import _defaults, _random, devices
 from .devices import CPU, Device
-from .grad_mode import _grad_enabled
+from .grad_mode import _grad_enabled, _inference
 
 __all__ = [
     "Tensor",
@@ -118,6 +118,39 @@ class _VersionCounter:
         self.value = 0
 
 
+INFERENCE_SAVE_ERROR = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+    "inference mode in computation tracked by autograd. To work around this, you can make a "
+    "clone to get a normal tensor and use it in autograd, or use `aiograd.no_grad()` instead "
+    "of `aiograd.inference_mode()`."
+)
+
+
+class _InferenceCounter(_VersionCounter):
+    """Note [Inference tensors]: the counter of every tensor made under ``inference_mode``
+    (and of its views), which marks it an inference tensor, as PyTorch's are.
+
+    It tracks no version. Inside inference mode an in-place write's bump is a no-op;
+    outside it, ``check_inplace`` and ``requires_grad_`` refuse first, ``_version``
+    refuses, and the only other reader is a save for backward, which this refuses.
+    """
+
+    __slots__ = ()
+
+    @property  # type: ignore[override]
+    def value(self) -> int:
+        if _inference.get():
+            return 0
+        raise RuntimeError(INFERENCE_SAVE_ERROR)
+
+    @value.setter
+    def value(self, version: int) -> None:
+        pass
+
+
+_INFERENCE = _InferenceCounter()
+
+
 class Tensor:
     """An n-dimensional array that records the operations done on it.
 
@@ -160,7 +193,7 @@ class Tensor:
         t.grad_fn = None
         t.output_nr = 0
         t._grad = None
-        t._vc = _VersionCounter()
+        t._vc = _INFERENCE if _inference.get() else _VersionCounter()
         t._base = None
         t._views = None
         t._accumulator = None
@@ -237,6 +270,9 @@ class Tensor:
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if not isinstance(requires_grad, bool):
             raise TypeError(f"requires_grad must be a bool, got {type(requires_grad).__name__}")
+        if requires_grad and self._vc is _INFERENCE and not _inference.get():
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
         if self.grad_fn is not None:
             if requires_grad:
                 return self
@@ -290,7 +326,13 @@ class Tensor:
 
     @property
     def _version(self) -> int:
+        if self._vc is _INFERENCE:
+            raise RuntimeError("Inference tensors do not track version counter.")
         return self._vc.value
+
+    def is_inference(self) -> bool:
+        """Whether this tensor was made under ``inference_mode`` (Note [Inference tensors])."""
+        return self._vc is _INFERENCE
 
     @property
     def retains_grad(self) -> bool:

@@ -306,6 +306,12 @@ def register_backend(backend: DeviceBackend) -> None:
             _devices.update(retired[1])
 
 
+def backend_modules() -> frozenset[str]:
+    """The modules defining the registered backends' classes (their code is library code,
+    not the user's, to ``aiograd._boundary``)."""
+    return frozenset(type(b).__module__ for b in list(_backends.values()))
+
+
 def unregister_backend(name: str) -> None:
     """Remove a registered backend (for tests). Built-in backends stay.
 

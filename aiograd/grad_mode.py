@@ -165,8 +165,9 @@ class inference_mode(_ModeContext):
     is recorded, as under :class:`no_grad`, and :func:`is_inference_mode_enabled` is True;
     ``mode=False`` turns both off inside (grad mode on), as PyTorch's.
 
-    Unlike PyTorch, tensors made inside are ordinary tensors, not marked as inference
-    tensors: using them later in autograd is allowed instead of raising. See docs/ops.md.
+    Tensors made inside are inference tensors (``is_inference()``), as PyTorch's: outside
+    inference mode they may not be saved for backward, written in place or made to
+    require grad (Note [Inference tensors] in ``_tensor.py``).
     """
 
     _var = _inference

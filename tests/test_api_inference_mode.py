@@ -1,5 +1,5 @@
-"""inference_mode as a context manager and decorator (sync and async), against torch's grad
-mode behaviour; tensors made inside are not marked (a documented difference)."""
+"""inference_mode as a context manager and decorator (sync and async), and the inference
+tensors made inside (Note [Inference tensors]), against torch's behaviour."""
 
 from __future__ import annotations
 
@@ -53,3 +53,48 @@ async def test_decorates_coroutine_functions() -> None:
 def test_bad_mode_raises_type_error() -> None:
     with pytest.raises(TypeError, match="inference_mode"):
         ag.inference_mode("yes")
+
+
+def _inference_tensors(m):
+    """What torch.inference_mode marks, and what it refuses outside, as outcomes."""
+    normal = m.ones(3)
+    w = m.ones(3, requires_grad=True)
+    with m.inference_mode():
+        made = m.ones(3)
+        result = normal * 2
+        view_of_normal = normal[:2]
+        made.add_(1)  # in place inside: allowed
+        marks = [t.is_inference() for t in (made, result, made[:2], view_of_normal, normal)]
+    marks.append(made.detach().is_inference())
+    outcomes = []
+    for use in (lambda: made._version,
+                lambda: made * w,  # MulBackward0 saves made
+                lambda: made @ w,
+                lambda: (made + w).sum().item(),  # AddBackward0 saves nothing: fine
+                lambda: (made.clone() * w).sum().item(),
+                lambda: made.requires_grad_(),
+                lambda: made.add_(1)):  # last: torch writes before it refuses
+        try:
+            outcomes.append(("ok", use()))
+        except RuntimeError as e:
+            outcomes.append((type(e).__name__, str(e).replace("torch.", "aiograd.")))
+    with m.inference_mode(), m.inference_mode(False):
+        try:
+            made * w
+        except RuntimeError as e:
+            outcomes.append(("nested", str(e).replace("torch.", "aiograd.")))
+    return marks, outcomes
+
+
+def test_inference_tensors_are_marked_and_refused_as_torchs():
+    ours, theirs = _inference_tensors(ag), _inference_tensors(torch)
+    assert ours == theirs
+    assert ours[0] == [True, True, True, False, False, True]
+
+
+def test_an_inference_tensor_is_refused_before_anything_is_written():
+    with ag.inference_mode():
+        made = ag.ones(2)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+        made.mul_(3)
+    assert made.tolist() == [1.0, 1.0]

@@ -94,3 +94,14 @@ def test_the_wrapped_surface_keeps_its_signatures_and_docstrings():
         assert inspect.signature(method) == inspect.signature(inspect.unwrap(method))
         assert method.__doc__ == inspect.unwrap(method).__doc__
     assert inspect.unwrap(ag.einsum) is not ag.einsum
+
+
+def test_an_attribute_error_of_library_code_leaves_as_a_type_error():
+    with pytest.raises(TypeError, match=r"^matmul\(\): an argument has a type"):
+        ag.matmul(np.ones(3), np.ones(3))
+
+    def fn(t: ag.Tensor) -> ag.Tensor:
+        return t.no_such_method()  # the user's own AttributeError
+
+    with pytest.raises(AttributeError, match="no_such_method"):
+        ag.checkpoint(fn, ag.ones(2, requires_grad=True), use_reentrant=False)

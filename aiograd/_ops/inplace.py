@@ -27,8 +27,8 @@ from typing import Any
 import numpy
 
 from .. import _defaults
-from .._tensor import Tensor, checked_fill, scalar_type_name
-from ..grad_mode import _grad_enabled
+from .._tensor import _INFERENCE, Tensor, checked_fill, scalar_type_name
+from ..grad_mode import _grad_enabled, _inference
 from ..graph._node import Node
 from . import _dual
 from ._promote import result_type
@@ -74,6 +74,11 @@ def check_inplace(t: Tensor, edges: _Edges) -> None:
 
     See Note [In-place ops]. Called before anything is written.
     """
+    if t._vc is _INFERENCE and not _inference.get():  # Note [Inference tensors]
+        raise RuntimeError(
+            "Inplace update to inference tensor outside InferenceMode is not allowed.You can "
+            "make a clone to get a normal tensor before doing inplace update.See "
+            "https://github.com/pytorch/rfcs/pull/17 for more details.")
     base = t._base
     if base is not None and (edges is not None or base._rg) and _grad_enabled.get():
         kind = forbidden_kind(t)

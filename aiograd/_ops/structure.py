@@ -356,6 +356,7 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     """The sum of ``a * b`` over the paired dims ``dims`` (the last ``dims`` of a with the
     first of b, or two lists): a's other dims, then b's. Made, as PyTorch does, of permute,
     reshape and one matrix product (a size-1 dim against a larger one is summed first)."""
+    a = tensor_arg(a, "tensordot", "a")
     b = tensor_arg(b, "tensordot", "b", 1)
     dims_a, dims_b = _contracted_dims(a, b, dims)
     if len(dims_a) != len(dims_b):

@@ -133,6 +133,10 @@ def register_multi_grad_hook(
     whose gradient completes it, in the caller's context. The handle's
     ``remove()`` removes the hook from every tensor.
     """
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"register_multi_grad_hook(): tensors must be a sequence of "
+                            f"Tensors; element {i} is a {type(t).__name__}")
     supported_modes = ("all", "any")
     if mode not in supported_modes:
         raise ValueError(f"Expects mode to be one of {supported_modes} but got {mode}")
