@@ -33,7 +33,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from . import devices
 from ._tensor import Tensor
@@ -44,6 +44,7 @@ __all__ = ["AssertionValueError", "OutOfRangeError", "guard_functions", "guard_m
 P = ParamSpec("P")
 R = TypeVar("R")
 
+_MISSING = object()
 _ARRAY_LIBRARIES = frozenset({"numpy", "cupy", "cupyx", "cupy_backends"})
 _LIBRARIES = _ARRAY_LIBRARIES | {"aiograd"}
 _HANDLED = (TypeError, ValueError, RuntimeError, IndexError, AttributeError)
@@ -76,8 +77,8 @@ def public(fn: Callable[P, R], name: str | None = None, *,
     @functools.wraps(fn)
     def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
         for param, i in tensor_args:
-            value = args[i] if i < len(args) else kwargs.get(param, Tensor)
-            if not isinstance(value, Tensor) and value is not Tensor:
+            value = args[i] if i < len(args) else kwargs.get(param, _MISSING)
+            if not isinstance(value, Tensor) and value is not _MISSING:
                 raise TypeError(f"{label}(): argument '{param}' (position {i + 1}) must be "
                                 f"Tensor, not {type(value).__name__}")
         try:
@@ -112,7 +113,7 @@ class naming:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+                 tb: TracebackType | None) -> Literal[False]:
         if isinstance(exc, _HANDLED) and _raised_by_us(tb):
             shaped = _shaped(exc, self.label)
             if shaped is not exc:
