@@ -168,7 +168,6 @@ class _BackgroundLoop:
         self.thread.join(timeout)
 
 
-
 class Drivers:
     """The engine's caller side (a mixin of ``Engine``)."""
 
@@ -193,7 +192,6 @@ class Drivers:
                     if dropped:
                         task.retire(dropped)
             self._signal_if_done(task)
-
 
     def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context,
                scope_due: float = math.inf) -> None:
@@ -422,7 +420,6 @@ class _LazyBackgroundPort:
 
     def submit(self, job: Callable[[], Any]) -> None:
         self.engine._background_port().submit(job)
-
 
 
 def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:

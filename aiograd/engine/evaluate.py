@@ -345,7 +345,8 @@ class Evaluator:
                         more = [(nxt, buffer)]
                     else:
                         more.append((nxt, buffer))
-            gt.add_ready_locked(became_ready)
+            if became_ready != 1:  # one: it takes the place of the task that ran
+                gt.add_ready_locked(became_ready)
         if leaves is not None and not gt.stopped:
             self._accumulate_leaves(gt, leaves)
         if ready is None:
@@ -424,7 +425,6 @@ class Evaluator:
         finally:
             gt.leave(0)
             self._signal_if_done(gt)
-
 
     def _claim_finish(self, gt: GraphTask) -> Callable[[], None] | None:
         """Where an executor completes ``gt``: its waker if it just finished, else None

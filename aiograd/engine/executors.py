@@ -368,7 +368,6 @@ def _requeue_jobs(queue: ReadyQueue, jobs: list[Any]) -> None:
             task[4].fail(exc)
 
 
-
 def replay_warnings(messages: list[Any]) -> None:
     """Issue, on the caller's thread, the warnings captured on an executor thread."""
     for message in messages:
