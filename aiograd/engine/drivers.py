@@ -169,29 +169,9 @@ class _BackgroundLoop:
 
 
 class Drivers:
-    """The engine's caller side (a mixin of ``Engine``)."""
-
-    def _cancel_tree(self, gt: GraphTask) -> None:
-        """Cancel ``gt`` and every live GraphTask nested in it; drop their queued tasks."""
-        tasks = [gt]
-        with self._lock:
-            live = list(self._live)
-        for other in live:
-            parent = other.parent
-            while parent is not None:
-                if parent is gt:
-                    tasks.append(other)
-                    break
-                parent = parent.parent
-        queues = [w.queue for w in list(self._workers.values())]
-        for task in tasks:
-            task.cancel()
-            for q in {*queues, task.cpu_queue}:
-                if q is not None:
-                    dropped = q.discard(task)
-                    if dropped:
-                        task.retire(dropped)
-            self._signal_if_done(task)
+    """The engine's caller side (a mixin of ``Engine``, whose ``_lock``, ``_live`` and
+    ``_workers`` it uses): starting a GraphTask, waiting for it, what follows its
+    nodes, and cancelling it with the passes nested in it."""
 
     def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context,
                scope_due: float = math.inf) -> None:
@@ -410,6 +390,28 @@ class Drivers:
         if error is not None:
             gt.error = None  # do not keep the traceback (and its frames) alive via gt
             raise error
+
+    def _cancel_tree(self, gt: GraphTask) -> None:
+        """Cancel ``gt`` and every live GraphTask nested in it; drop their queued tasks."""
+        tasks = [gt]
+        with self._lock:
+            live = list(self._live)
+        for other in live:
+            parent = other.parent
+            while parent is not None:
+                if parent is gt:
+                    tasks.append(other)
+                    break
+                parent = parent.parent
+        queues = [w.queue for w in list(self._workers.values())]
+        for task in tasks:
+            task.cancel()
+            for q in {*queues, task.cpu_queue}:
+                if q is not None:
+                    dropped = q.discard(task)
+                    if dropped:
+                        task.retire(dropped)
+            self._signal_if_done(task)
 
 
 class _LazyBackgroundPort:

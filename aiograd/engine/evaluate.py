@@ -94,7 +94,8 @@ _perf_counter = time.perf_counter
 
 
 class Evaluator:
-    """The engine's per-node side (a mixin of ``Engine``)."""
+    """The engine's per-node side (a mixin of ``Engine``): a slice of a GraphTask, its
+    nodes, routing their outputs, and async nodes on the driver's loop."""
 
     def run_slice(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> bool:
         """Run ready nodes of ``gt`` from ``heap`` for one time slice (Note [Time slices]).

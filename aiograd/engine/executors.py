@@ -230,7 +230,9 @@ class ReentrantPool:
 
 
 class Executors:
-    """The engine's executor side (a mixin of ``Engine``)."""
+    """The engine's executor side (a mixin of ``Engine``, whose ``_lock``, ``_workers``,
+    ``_live`` and ``_stopping`` it uses): starting workers, the loop every executor
+    runs over its queue, and what a worker that stops leaves behind."""
 
     def device_queue(self, device: Device) -> ReadyQueue:
         """The queue of ``device``'s worker, starting the worker on first use."""
