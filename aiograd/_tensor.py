@@ -25,6 +25,7 @@ from typing import Any
 import numpy
 
 from . import _defaults, _random, devices
+from ._handle import RemovableHandle
 from .devices import CPU, Device
 from .grad_mode import _grad_enabled
 
@@ -328,8 +329,6 @@ class Tensor:
         the consuming node, in the context of the backward's caller. Must not
         modify ``grad`` in place.
         """
-        from .graph._node import RemovableHandle
-
         if not callable(hook):
             raise TypeError(f"hook must be callable, got {type(hook).__name__}")
         if not self._rg:
@@ -345,8 +344,6 @@ class Tensor:
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
         """``hook(tensor) -> None``, called after backward wrote this leaf's ``.grad``."""
-        from .graph._node import RemovableHandle
-
         if not callable(hook):
             raise TypeError(f"hook must be callable, got {type(hook).__name__}")
         if self.grad_fn is not None:
