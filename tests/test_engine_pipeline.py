@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import aiograd as ag
+from aiograd.engine._bridge import LoopSignal
 from aiograd.engine.graph_task import GraphTask
 from aiograd.graph._node import grad_accumulator
 
@@ -159,3 +160,61 @@ def test_a_failed_graph_task_retires_what_it_holds_and_keeps_its_first_error():
     gt.leave(0)
     assert gt.try_finish() is gt.waker
     assert gt.error is first and gt.outstanding == 0
+
+
+
+@pytest.fixture
+def loop_wakes(monkeypatch) -> list[int]:
+    """One entry each time an awaiting driver's loop is woken (a pass ran on a worker)."""
+    wakes: list[int] = []
+    original = LoopSignal._fire
+    monkeypatch.setattr(LoopSignal, "_fire", lambda self: (wakes.append(1), original(self)))
+    return wakes
+
+
+@pytest.fixture
+def max_nodes():
+    """Sets the node limit of inline graphs; restores the built-in limits after."""
+    yield lambda n: ag.engine.set_inline_limits(max_nodes=n)
+    ag.engine.set_inline_limits()
+
+
+def _chain(x, ops):
+    """``ops`` muls, summed: ops + 2 nodes (with the leaf's AccumulateGrad), depth ops + 1."""
+    for _ in range(ops):
+        x = x * 1.5
+    return x.sum()
+
+
+def _wide(x):
+    """Two muls added, summed: 5 nodes, depth 3."""
+    return (x * 1.5 + x * 2.5).sum()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("graph", "limit", "inline"), [
+    (lambda x: _chain(x, 3), 5, True),   # 5 nodes
+    (lambda x: _chain(x, 4), 5, False),  # 6 nodes: deeper than the limit, no walk
+    (_wide, 5, True),
+    (_wide, 4, False),                   # shallow, but the walk counts 5 nodes
+])
+async def test_the_node_limit_of_inline_graphs(loop_wakes, max_nodes, graph, limit, inline):
+    torch = pytest.importorskip("torch")
+    max_nodes(limit)
+    x = leaf([1.0, 2.0])
+    await ag.backward(graph(x))
+    tx = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    graph(tx).backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    assert loop_wakes == ([] if inline else [1])
+
+
+@pytest.mark.anyio
+async def test_a_removed_hook_does_not_keep_a_small_graph_off_the_loop(loop_wakes):
+    x = leaf([1.0, 2.0])
+    y = x * 3.0
+    y.register_hook(lambda g: g).remove()
+    x.register_post_accumulate_grad_hook(lambda t: None).remove()
+    await ag.backward(y.sum())
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+    assert loop_wakes == []

@@ -425,8 +425,11 @@ class _LazyBackgroundPort:
 
 
 def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:
-    """True if the graph below ``root`` may run on the loop (Note [Inline small graphs])."""
-    if max_nodes <= 0:
+    """True if the graph below ``root`` may run on the loop (Note [Inline small graphs]).
+
+    A graph deeper than the node limit is turned down without a walk: its
+    longest path alone has ``topological_nr + 1`` nodes."""
+    if root.topological_nr >= max_nodes:
         return False
     seen = {root}
     stack = [root]
