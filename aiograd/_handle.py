@@ -5,23 +5,33 @@ A leaf module: the graph, ``nn`` and the tensors all hand these out.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 
 class RemovableHandle:
-    """Returned by ``register_*hook``; ``remove()`` unregisters the hook (idempotent)."""
+    """Returned by ``register_*hook``; ``remove()`` unregisters the hook (idempotent).
 
-    __slots__ = ("_hooks", "_hook")
+    ``owner``: the Node or Tensor whose cached ``has_hooks`` flag the hook counts
+    in (Note [Has-hooks flag] in ``graph/_node.py``); held weakly, told by
+    ``_hooks_removed()`` after a removal.
+    """
 
-    def __init__(self, hooks: list[Any], hook: Any) -> None:
+    __slots__ = ("_hooks", "_hook", "_owner")
+
+    def __init__(self, hooks: list[Any], hook: Any, owner: Any = None) -> None:
         self._hooks = hooks
         self._hook = hook
+        self._owner = None if owner is None else weakref.ref(owner)
 
     def remove(self) -> None:
         try:
             self._hooks.remove(self._hook)
         except ValueError:
-            pass
+            return
+        owner = None if self._owner is None else self._owner()
+        if owner is not None:
+            owner._hooks_removed()
 
     def __enter__(self) -> RemovableHandle:
         return self

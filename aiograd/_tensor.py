@@ -25,6 +25,7 @@ from typing import Any
 import numpy
 
 from . import _defaults, _random, devices
+from ._handle import RemovableHandle
 from .devices import CPU, Device
 from .grad_mode import _grad_enabled, _inference
 
@@ -370,8 +371,6 @@ class Tensor:
         the consuming node, in the context of the backward's caller. Must not
         modify ``grad`` in place.
         """
-        from .graph._node import RemovableHandle
-
         if not callable(hook):
             raise TypeError(f"hook must be callable, got {type(hook).__name__}")
         if not self._rg:
@@ -382,12 +381,11 @@ class Tensor:
         if self._hooks is None:
             self._hooks = []
         self._hooks.append(wrapped)
-        return RemovableHandle(self._hooks, wrapped)
+        self._hooks_added()
+        return RemovableHandle(self._hooks, wrapped, self)
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
         """``hook(tensor) -> None``, called after backward wrote this leaf's ``.grad``."""
-        from .graph._node import RemovableHandle
-
         if not callable(hook):
             raise TypeError(f"hook must be callable, got {type(hook).__name__}")
         if self.grad_fn is not None:
@@ -399,7 +397,21 @@ class Tensor:
         if self._post_acc_hooks is None:
             self._post_acc_hooks = []
         self._post_acc_hooks.append(hook)
-        return RemovableHandle(self._post_acc_hooks, hook)
+        self._hooks_added()
+        return RemovableHandle(self._post_acc_hooks, hook, self)
+
+    def _hooks_added(self) -> None:
+        """A leaf got a hook: its AccumulateGrad (if made yet) must call it (Note
+        [Has-hooks flag] in ``graph/_node.py``; a new one reads the hooks itself)."""
+        acc = self._accumulator
+        if acc is not None:
+            acc.has_hooks = True
+
+    def _hooks_removed(self) -> None:
+        """A leaf's hook was removed through its handle: its AccumulateGrad recomputes."""
+        acc = self._accumulator
+        if acc is not None:
+            acc._hooks_removed()
 
     # ---- conversion ----
 

@@ -22,7 +22,7 @@ from ._tensor import Tensor, zeros_like
 from ._warn import warn_user
 from .engine import engine as _engine_mod
 from .engine._bridge import running_loop_library
-from .engine.engine import multithreading_enabled
+from .engine.drivers import multithreading_enabled
 from .engine.graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .engine.input_buffer import CURRENT_STREAM, accumulate
 from .engine.validate import plain_cpu_grads, validate_outputs

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from . import drivers as _drivers
 from . import engine as _engine
+from . import executors as _executors
 
 __all__ = [
     "EngineStats",
@@ -21,8 +23,8 @@ __all__ = [
 
 EngineStats = _engine.EngineStats
 WorkerStats = _engine.WorkerStats
-MAX_DEPTH = _engine.MAX_DEPTH
-set_switch_interval = _engine.set_switch_interval
+MAX_DEPTH = _executors.MAX_DEPTH
+set_switch_interval = _executors.set_switch_interval
 
 
 def stats() -> _engine.EngineStats:
@@ -46,10 +48,10 @@ def shutdown(timeout: float | None = None) -> bool:
     return stopped
 
 
-def set_inline_limits(max_nodes: int = _engine.INLINE_MAX_NODES,
-                      max_elements: int = _engine.INLINE_MAX_ELEMENTS) -> None:
+def set_inline_limits(max_nodes: int = _drivers.INLINE_MAX_NODES,
+                      max_elements: int = _drivers.INLINE_MAX_ELEMENTS) -> None:
     """Which ``await backward()`` graphs run on the loop thread (Note [Inline small
-    graphs] in ``aiograd.engine.engine``). ``max_nodes=0`` sends every graph to the
+    graphs] in ``aiograd.engine.drivers``). ``max_nodes=0`` sends every graph to the
     workers; the defaults restore the built-in limits."""
     for name, value in (("max_nodes", max_nodes), ("max_elements", max_elements)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -59,7 +61,7 @@ def set_inline_limits(max_nodes: int = _engine.INLINE_MAX_NODES,
     engine.inline_max_elements = max_elements
 
 
-def set_no_deadline_horizon(seconds: float = _engine.NO_DEADLINE_HORIZON) -> None:
+def set_no_deadline_horizon(seconds: float = _drivers.NO_DEADLINE_HORIZON) -> None:
     """How long after it arrived a pass without a deadline is due, for ordering it
     among passes with deadlines (Note [Deadlines] in ``aiograd.engine.graph_task``).
     No argument restores the default (1 s)."""
@@ -93,4 +95,4 @@ def reentrant_depth() -> int:
 def thread_depth() -> int:
     """Nested sync backward passes driven on this thread right now (seed: current_depth).
     Never exceeds ``get_max_depth()``: deeper ones move to the reentrant pool."""
-    return _engine._tls.depth
+    return _executors._tls.depth

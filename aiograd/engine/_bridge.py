@@ -148,7 +148,7 @@ class LoopSignal:
         ``late`` seconds late, or if work it had due at the previous call is
         still due. Other loops are probed: starved if the probe sent at the
         previous call has not run yet. See Note [Giving the loop its turn]
-        in ``engine.py``.
+        in ``executors.py``.
         """
         if threading.get_ident() == self._thread:
             return None

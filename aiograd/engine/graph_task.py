@@ -22,6 +22,11 @@ Note [Completion]
     running on the loop). The task is finished when ``active == 0`` and
     either ``outstanding == 0`` (success) or ``stopped`` (error or
     cancellation). Whoever makes that true calls ``waker`` exactly once.
+    The counts change only through GraphTask's methods (``start``,
+    ``enter``/``leave``, ``retire``, ``add_ready_locked``, ``fail``,
+    ``node_failed``), and
+    ``try_finish`` alone decides the task is finished: the engine states
+    what happened, the rule stays here.
 
 Note [Fair scheduling]
     Every device worker is shared by all GraphTasks of the process, and its
@@ -319,7 +324,53 @@ class GraphTask:
         return TimeoutError(
             f"backward pass deadline expired before {node.name()} ran; no further node runs")
 
-    # ---- completion (see Note [Completion]) ----
+    # ---- completion (see Note [Completion]): every change of the counts goes here ----
+
+    def start(self, cpu_queue: Any, context: contextvars.Context, *, check_nan: bool,
+              direct: bool) -> None:
+        """Complete the task before its root is submitted: where its CPU nodes run,
+        the context they run in, and one outstanding node task (the root)."""
+        self.cpu_queue = cpu_queue
+        self.context = context
+        self.check_nan = check_nan
+        self.direct = direct
+        self.outstanding = 1
+
+    def enter(self, tasks: int) -> bool:
+        """An executor is about to run ``tasks`` node tasks of this task (a slice, or
+        an async node). False if the task is stopped: they are retired unrun."""
+        with self.lock:
+            if self.stopped:
+                self.outstanding -= tasks
+                return False
+            self.active += 1
+            return True
+
+    def leave(self, unrun: int) -> None:
+        """The executor that ``enter``-ed is done; ``unrun`` of its tasks did not run."""
+        with self.lock:
+            self.active -= 1
+            self.outstanding -= unrun
+
+    def retire(self, tasks: int = 1) -> None:
+        """``tasks`` node tasks are gone without making any node ready (a leaf ran, a
+        node raised or was skipped, queued tasks were dropped)."""
+        with self.lock:
+            self.outstanding -= tasks
+
+    def add_ready_locked(self, ready: int) -> None:
+        """With ``lock`` held: a node task ran and made ``ready`` nodes ready, each a
+        new task (one lock round per node: the caller holds it for the dependencies)."""
+        self.outstanding += ready - 1
+
+    def try_finish(self) -> Callable[[], None] | None:
+        """If the task is finished (Note [Completion]), mark it so, once, and return its
+        waker for the caller to call (after dropping its own references); else None."""
+        with self.lock:
+            if self.finished or self.active or not (self.outstanding == 0 or self.stopped):
+                return None
+            self.finished = True
+        return self.waker
 
     def fail(self, exc: BaseException) -> None:
         """Record the first error and stop the task. Call without ``lock`` held."""
@@ -328,15 +379,21 @@ class GraphTask:
                 self.error = exc
             self.stopped = True
 
+    def node_failed(self, node: Node, exc: BaseException, tasks: int) -> None:
+        """``node`` raised ``exc``: ``tasks`` node tasks end with it (0 for a leaf added
+        while routing); in anomaly mode the error notes the node's forward traceback."""
+        if tasks:
+            self.retire(tasks)
+        if node.anomaly_trace and self.error is None:
+            exc.add_note(f"Traceback of forward call that caused the error (node "
+                         f"{node.name()}):\n{node.anomaly_trace}")
+        self.fail(exc)
+
     def cancel(self) -> None:
         with self.lock:
             if not self.stopped:
                 self.cancelled = True
             self.stopped = True
-
-    def done_locked(self) -> bool:
-        """With ``lock`` held: True if the task is finished (Note [Completion])."""
-        return self.active == 0 and (self.outstanding == 0 or self.stopped)
 
     def __repr__(self) -> str:
         return f"<GraphTask {self.id} depth={self.depth} outstanding={self.outstanding}>"

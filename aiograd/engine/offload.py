@@ -36,6 +36,8 @@ import anyio
 from ..devices import CPU
 from . import engine as _engine
 from ._bridge import LoopSignal
+from .drivers import multithreading_enabled
+from .executors import _tls, has_queued_work, replay_warnings
 
 T = TypeVar("T")
 
@@ -68,15 +70,14 @@ class OffloadJob:
         """Run the call (on the worker), unless it was cancelled first."""
         if not self._claim():
             return
-        tls = _engine._tls
-        tls.served = self._signal  # Note [Giving the loop its turn]
-        previous, tls.warnings = tls.warnings, self.warnings
+        _tls.served = self._signal  # Note [Giving the loop its turn]
+        previous, _tls.warnings = _tls.warnings, self.warnings
         try:
             self.result = self._call()  # type: ignore[misc]
         except BaseException as exc:  # noqa: BLE001  (handed to the awaiting coroutine)
             self.error = exc
         finally:
-            tls.warnings = previous
+            _tls.warnings = previous
             self._finish()
 
     def cancel(self) -> bool:
@@ -95,7 +96,7 @@ class OffloadJob:
     def _finish(self) -> None:
         signal = self._signal
         self._call = self._signal = None  # hold no user objects once done
-        signal.set(batch=_engine.has_queued_work())  # type: ignore[union-attr]
+        signal.set(batch=has_queued_work())  # type: ignore[union-attr]
 
 
 class PendingOffload:
@@ -120,7 +121,7 @@ class PendingOffload:
         call: Callable[[], Any] = lambda: context.run(fn, *args, **kwargs)  # noqa: E731
         self._job: OffloadJob | None = None
         self._inline: Callable[[], Any] | None = None
-        if not context.run(_engine.multithreading_enabled.get):
+        if not context.run(multithreading_enabled.get):
             self._inline = call
             return
         self._done = LoopSignal()
@@ -143,7 +144,7 @@ class PendingOffload:
                 with anyio.CancelScope(shield=True):
                     await self._done.wait()
             raise
-        _engine.replay_warnings(job.warnings)
+        replay_warnings(job.warnings)
         error = job.error
         if error is not None:
             job.error = None  # the traceback's frames stay with the raise only

@@ -25,6 +25,18 @@ Note [Sequence numbers]
     engine runs ready nodes of a GraphTask highest ``sequence_nr`` first, i.e.
     in reverse order of creation. AccumulateGrad takes ``ACCUMULATE_GRAD_NR``,
     larger than any, so a leaf's gradient is written as soon as it is ready.
+
+Note [Has-hooks flag]
+    ``Node.has_hooks`` is True whenever the node has a hook the engine must
+    call around it: a tensor pre-hook, a retains-grad hook, a pre- or
+    post-hook, and for an AccumulateGrad its leaf's hooks and
+    post-accumulate-grad hooks. The engine reads only this flag per node, so
+    a node without hooks takes the fast path of the per-node pipeline (Note
+    [Time slices] in ``engine/evaluate.py``). The ``register_*`` methods set
+    it; removing a hook through its handle recomputes it
+    (``_hooks_removed``). It may be True with no hook left (a retains-grad
+    hook moved to a new grad_fn): then the hooked path finds nothing to
+    call, at a small cost; it is never False while a hook exists.
 """
 
 from __future__ import annotations
@@ -103,6 +115,7 @@ class Node:
         "_retains_grad_hooks",
         "_metadata",
         "_anomaly_trace",
+        "has_hooks",
         "__weakref__",
     )
 
@@ -140,6 +153,8 @@ class Node:
         self._retains_grad_hooks = None
         self._metadata = None
         self._anomaly_trace = None
+        #: Note [Has-hooks flag]
+        self.has_hooks = False
 
     # ---- the backward function ----
 
@@ -203,7 +218,8 @@ class Node:
         if self._post_hooks is None:
             self._post_hooks = []
         self._post_hooks.append(fn)
-        return RemovableHandle(self._post_hooks, fn)
+        self.has_hooks = True
+        return RemovableHandle(self._post_hooks, fn, self)
 
     def register_prehook(self, fn: Callable[[tuple[Any, ...]], Any]) -> RemovableHandle:
         """``fn(grad_outputs) -> new grad_outputs or None``, before the node runs."""
@@ -211,7 +227,8 @@ class Node:
         if self._pre_hooks is None:
             self._pre_hooks = []
         self._pre_hooks.append(fn)
-        return RemovableHandle(self._pre_hooks, fn)
+        self.has_hooks = True
+        return RemovableHandle(self._pre_hooks, fn, self)
 
     def _register_tensor_pre_hook(
         self, output_nr: int, fn: Callable[[Any], Any]
@@ -220,12 +237,20 @@ class Node:
             self._tensor_pre_hooks = {}
         hooks = self._tensor_pre_hooks.setdefault(output_nr, [])
         hooks.append(fn)
-        return RemovableHandle(hooks, fn)
+        self.has_hooks = True
+        return RemovableHandle(hooks, fn, self)
 
     def _set_retains_grad_hook(self, output_nr: int, fn: Callable[[Any], None]) -> None:
         if self._retains_grad_hooks is None:
             self._retains_grad_hooks = {}
         self._retains_grad_hooks[output_nr] = fn
+        self.has_hooks = True
+
+    def _hooks_removed(self) -> None:
+        """A hook's handle removed it: recompute ``has_hooks`` (Note [Has-hooks flag])."""
+        tensor_hooks = self._tensor_pre_hooks
+        self.has_hooks = bool(self._pre_hooks or self._post_hooks or self._retains_grad_hooks
+                              or (tensor_hooks and any(tensor_hooks.values())))
 
     def tensor_pre_hooks(self) -> dict[int, list[Callable[[Any], Any]]] | None:
         return self._tensor_pre_hooks
@@ -283,6 +308,7 @@ class AccumulateGrad(Node):
         self.sequence_nr = ACCUMULATE_GRAD_NR
         self._variable = weakref.ref(variable)
         self.lock = threading.Lock()
+        self.has_hooks = bool(variable._hooks or variable._post_acc_hooks)
         _accumulators.add(self)
 
     @property
@@ -293,6 +319,13 @@ class AccumulateGrad(Node):
     def has_tensor_hooks(self) -> bool:
         var = self._variable()
         return var is not None and bool(var._hooks)
+
+    def _hooks_removed(self) -> None:
+        """Its own hooks or its leaf's changed: recompute ``has_hooks``."""
+        super()._hooks_removed()
+        var = self._variable()
+        if var is not None and (var._hooks or var._post_acc_hooks):
+            self.has_hooks = True
 
     def tensor_pre_hooks(self) -> dict[int, list[Callable[[Any], Any]]] | None:
         var = self._variable()

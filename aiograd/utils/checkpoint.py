@@ -6,7 +6,7 @@ activations and recomputes them during backward.
 - ``use_reentrant=True`` (PyTorch's classic form): ``fn`` runs under
   ``no_grad`` inside a custom Function; its backward re-runs ``fn`` with grad
   enabled and drives a nested backward through it (``backward_sync`` on the
-  worker: see Note [Reentrant backward] in ``aiograd.engine.engine``).
+  worker: see Note [Reentrant backward] in ``aiograd.engine.executors``).
   Incompatible with ``grad()`` / ``backward(inputs=...)``, as in PyTorch.
 - ``use_reentrant=False``: ``fn`` runs normally under ``saved_tensors_hooks``
   whose pack hook keeps only an index; the first unpack of each backward

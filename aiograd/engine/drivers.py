@@ -1,0 +1,534 @@
+"""The drivers: the caller's side of a GraphTask.
+
+A *driver* is the caller of ``backward``/``grad`` waiting for its
+GraphTask: it completes and submits the task (``_start``, ``_submit_root``),
+waits, then runs what follows the nodes (final callbacks, leaf streams,
+warnings, the result or the error: seed ``exec_post_processing``). Three
+kinds:
+
+- ``run_async``: a coroutine on an event loop; the CPU nodes run on the
+  CPU worker, and the driver (``AsyncDriver``) sleeps until woken, running
+  ``async def`` backward functions and async final callbacks on its loop::
+
+    event loop (driver)              CPU worker                 cuda:0 worker
+    -------------------              ----------                 -------------
+    submit root ------------------>  prepare (dependencies)
+    await driver.signal              slice: run ready nodes
+                                     of this task, lock-free
+                                     local heap  ------------>  node on cuda:0
+                                                 <------------  its CPU child
+                                     last node: finished = True
+    <----- LoopSignal.set()
+    final callbacks, leaf streams,
+    re-raise error or return grads
+
+- ``_run_inline``: a coroutine running a small graph's nodes (or, with
+  multithreading disabled, every graph's) on its own loop thread (Note
+  [Inline small graphs]);
+- ``run_sync``: a blocked thread (``backward_sync``) that is an executor
+  for its own task's CPU nodes meanwhile (Note [Reentrant backward] in
+  ``executors.py``); async nodes of a sync task go to its awaiting
+  ancestor's loop, or to a background loop thread.
+
+Thread rules: everything here runs on the caller's thread (its event loop,
+or the blocked sync caller), except ``AsyncDriver.finished``/``submit`` and
+the ports' ``submit`` (any executor: they only append and wake). These and
+``_bridge.py`` are the only loop-aware code of the engine. A driver reads
+its GraphTask's result only after the task is finished (Note
+[Completion]), and cancelling it (``_cancel_tree``) goes through
+GraphTask's methods, as executors do.
+
+Note [Inline small graphs]
+    Handing a GraphTask to a worker costs two thread wake-ups (worker, then
+    loop): on a loaded machine more than the whole backward of a small
+    graph. So an ``await backward()`` of a small graph runs on the loop thread
+    in one short slice, like any other bit of CPU work a coroutine does:
+    at most ``INLINE_MAX_NODES`` nodes, all on the CPU, with gradients of at
+    most ``INLINE_MAX_ELEMENTS`` elements in all, and only aiograd's own
+    backward formulas: no custom Function, no hook, no saved-tensor hooks,
+    nothing that could block or take long. Everything else goes to the
+    workers.
+
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import heapq
+import inspect
+import math
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..devices import CPU
+from ..grad_mode import _anomaly, _grad_enabled
+from ..graph._node import AccumulateGrad, GraphRoot, Node
+from . import _observe
+from ._bridge import LoopSignal, running_loop_library
+from .executors import _route_worker_warnings, _tls, has_queued_work, replay_warnings
+from .graph_task import GraphTask, checkpoint_valid, current_graph_task
+from .input_buffer import stash_current_streams, sync_leaf_streams
+from .ready_queue import ReadyQueue, _ticket
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+INLINE_MAX_NODES = 64
+INLINE_MAX_ELEMENTS = 1 << 15
+NO_DEADLINE_HORIZON = 1.0
+_heappush = heapq.heappush
+_perf_counter = time.perf_counter
+
+multithreading_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "aiograd_multithreading_enabled", default=True
+)
+
+
+class AsyncDriver:
+    """The awaiting side of a GraphTask: sleeps on an event, runs async jobs.
+
+    ``submit`` may be called from any thread; jobs (async callables) run in
+    a task group on the driver's loop. A job submitted by a nested sync
+    GraphTask (an ``async def`` backward inside a ``backward_sync``) runs
+    here too: the driver is the ``port`` of every task it started.
+    """
+
+    def __init__(self) -> None:
+        self.inbox: deque[Callable[[], Any]] = deque()
+        self.signal = LoopSignal()
+        #: thread-safe: wakes ``serve``
+        self.wake = self.signal.set
+
+    def finished(self) -> None:
+        """The GraphTask's waker (thread-safe). Note [Batched wake-ups]."""
+        self.signal.set(batch=has_queued_work())
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        self.inbox.append(job)
+        self.wake()
+
+    async def serve(self, gt: GraphTask) -> None:
+        """Run submitted jobs until ``gt`` is finished (Note [Completion]).
+
+        The task group for the jobs is opened only when the first one arrives:
+        most backward passes have no async node and just sleep until woken.
+        """
+        while not self.inbox:
+            if gt.finished:
+                return
+            await self._sleep()
+        async with anyio.create_task_group() as tg:
+            while True:
+                while self.inbox:
+                    tg.start_soon(self.inbox.popleft())
+                if gt.finished:
+                    break
+                await self._sleep()
+
+    async def _sleep(self) -> None:
+        await self.signal.wait()
+        self.signal.clear()
+
+
+class _InlinePort:
+    """Collects async jobs of a GraphTask driven inline (multithreading disabled)."""
+
+    def __init__(self) -> None:
+        self.jobs: deque[Callable[[], Any]] = deque()
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        self.jobs.append(job)
+
+
+class _BackgroundLoop:
+    """An event loop thread for async nodes of tasks that no loop awaits."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever,
+                                       name="aiograd-async", daemon=True)
+        self.thread.start()
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(job(), self.loop)
+
+    def stop(self, timeout: float) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout)
+
+
+class Drivers:
+    """The engine's caller side (a mixin of ``Engine``, whose ``_lock``, ``_live`` and
+    ``_workers`` it uses): starting a GraphTask, waiting for it, what follows its
+    nodes, and cancelling it with the passes nested in it."""
+
+    def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context,
+               scope_due: float = math.inf) -> None:
+        now = _perf_counter()
+        gt.schedule(now, scope_due, self.no_deadline_horizon)
+        obs = _observe.observer
+        if obs is not None:
+            obs.task_start(gt.id, now)
+        if not getattr(warnings.showwarning, "_aiograd_routes_jobs", False):
+            _route_worker_warnings()  # again if a catch_warnings() block swapped it out
+        # An observed pass runs every node through the pipeline, leaves too.
+        gt.start(cpu_queue, context, check_nan=context.run(_enter_task_context, gt),
+                 direct=not gt.create_graph and obs is None)
+        stash_current_streams(gt)
+        with self._lock:
+            self._live.add(gt)
+
+    def _submit_root(self, gt: GraphTask, queue: ReadyQueue, heap: list[Any] | None) -> None:
+        """Queue the root task: the single root node, or a GraphRoot over several roots."""
+        root = gt.root_node
+        inputs = gt.root_inputs
+        gt.root_inputs = []
+        if root.is_async:
+            gt.port.submit(functools.partial(self._run_async_node, gt, root, inputs))
+            return
+        key = gt.key_base - root.sequence_nr
+        meta = root.input_metadata
+        if meta and meta[0].device is not CPU and not gt.single_thread:
+            queue = self.device_queue(meta[0].device)
+        elif heap is not None:
+            _heappush(heap, (key, next(_ticket), gt, root, inputs))
+            return
+        else:
+            queue = gt.cpu_queue
+        queue.push(key, gt, root, inputs)
+
+    async def run_async(self, gt: GraphTask, context: contextvars.Context) -> None:
+        """Drive ``gt`` from a coroutine; returns when all nodes ran or raises."""
+        if not context.run(multithreading_enabled.get) or _fits_inline(
+                gt.root_node, self.inline_max_nodes, self.inline_max_elements):
+            await self._run_inline(gt, context)
+            return
+        driver = AsyncDriver()
+        gt.port = driver
+        gt.waker = driver.finished
+        self._start(gt, self.device_queue(CPU), context, _scope_due(gt))
+        self._submit_root(gt, None, None)
+        try:
+            await driver.serve(gt)
+            if gt.due_by_scope and isinstance(gt.error, TimeoutError) and gt.due <= _perf_counter():
+                # Expired by its cancel scope's deadline (Note [Deadlines]): end as the
+                # scope says; the scope cancels this wait at once, its deadline has passed.
+                gt.error = None
+                await anyio.sleep_forever()
+        except BaseException:
+            self._cancel_tree(gt)
+            with anyio.CancelScope(shield=True):
+                await driver.serve(gt)
+            self._finish(gt)
+            raise
+        await self._finalize_async(gt)
+
+    async def _run_inline(self, gt: GraphTask, context: contextvars.Context) -> None:
+        """Multithreading disabled: every node runs on this (loop) thread, in order."""
+        port = _InlinePort()
+        gt.port = port
+        gt.single_thread = True
+        queue = ReadyQueue("inline")
+        self._start(gt, queue, context, _scope_due(gt))
+        heap: list[Any] = []
+        self._submit_root(gt, queue, heap)
+        try:
+            while not gt.finished:
+                if gt.due_by_scope and isinstance(gt.error, TimeoutError) \
+                        and gt.due <= _perf_counter():
+                    gt.error = None  # expired: end as the scope says (Note [Deadlines])
+                    await anyio.sleep_forever()
+                if heap:
+                    self.run_slice(queue, gt, heap)
+                    self._claim_finish(gt)
+                elif len(queue):
+                    heap.append(queue.pop())
+                elif port.jobs:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(port.jobs.popleft())
+                else:  # pragma: no cover - would be an engine bug
+                    raise RuntimeError("aiograd: inline graph task stalled")
+                await anyio.lowlevel.checkpoint()
+        except BaseException:
+            self._cancel_tree(gt)
+            heap.clear()
+            self._finish(gt)
+            raise
+        await self._finalize_async(gt)
+
+    def run_sync(self, gt: GraphTask, context: contextvars.Context) -> None:
+        """Drive ``gt`` from a blocking call (see Note [Reentrant backward])."""
+        if not _tls.engine_thread and running_loop_library() is not None:
+            raise RuntimeError(
+                "backward_sync()/grad_sync() would block the running event loop; "
+                "use 'await aiograd.backward(...)' / 'await aiograd.grad(...)' instead"
+            )
+        if _tls.depth >= self.max_depth:
+            done = threading.Event()
+            outcome: list[BaseException] = []
+
+            def job() -> None:
+                _tls.depth = 0
+                try:
+                    self.run_sync(gt, context)
+                except BaseException as exc:  # noqa: BLE001  (handed to the waiting thread)
+                    outcome.append(exc)
+                finally:
+                    _tls.queue = None
+                    done.set()
+
+            self._pool.run(job)
+            done.wait()
+            if outcome:
+                raise outcome[0]
+            return
+        queue = _tls.queue
+        if queue is None:
+            queue = _tls.queue = ReadyQueue(threading.current_thread().name)
+        gt.single_thread = not context.run(multithreading_enabled.get)
+        parent = gt.parent
+        gt.port = parent.port if parent is not None and parent.port is not None else None
+        gt.waker = queue.wake
+        self._start(gt, queue, context)
+        if gt.port is None:
+            gt.port = _LazyBackgroundPort(self)
+        heap: list[Any] = []
+        self._submit_root(gt, queue, heap)
+        _tls.depth += 1
+        try:
+            if heap:  # a CPU root: its first slice runs right away, without queueing it
+                self._run_heap(queue, gt, heap, gt)
+            self.run_queue(queue, gt)
+        except BaseException:
+            self._cancel_tree(gt)
+            self.run_queue(queue, gt)
+            self._finish(gt)
+            raise
+        finally:
+            _tls.depth -= 1
+        self._finalize_sync(gt)
+
+    # ---- after the nodes: callbacks, streams, result (seed exec_post_processing) ----
+
+    def _post_processing(self, gt: GraphTask) -> Iterator[Any]:
+        """After the nodes (seed ``exec_post_processing``): checks, leaf streams, then the
+        final callbacks in order (they may queue more). Yields each awaitable a callback
+        returns, for the driver to wait on; stops at the first error (kept on ``gt``)."""
+        if gt.error is None and not gt.cancelled and gt.not_ready:
+            gt.fail(RuntimeError("could not compute gradients for some functions"))
+        if gt.error is None:
+            sync_leaf_streams(gt)  # before the callbacks: they may read the gradients
+        while gt.error is None and gt.final_callbacks:
+            with gt.lock:
+                callback = gt.final_callbacks.pop(0)
+            try:
+                result = gt.context.copy().run(callback)
+            except BaseException as exc:  # noqa: BLE001  (raised by _raise_or_return)
+                gt.fail(exc)
+                return
+            if inspect.isawaitable(result):
+                yield result
+
+    def _finalize_sync(self, gt: GraphTask) -> None:
+        try:
+            for awaitable in self._post_processing(gt):
+                try:
+                    _run_coroutine_blocking(self, gt, awaitable)
+                except BaseException as exc:  # noqa: BLE001  (raised by _raise_or_return)
+                    gt.fail(exc)
+        finally:
+            self._finish(gt)
+        self._raise_or_return(gt)
+
+    async def _finalize_async(self, gt: GraphTask) -> None:
+        try:
+            for awaitable in self._post_processing(gt):
+                try:
+                    await _await_in_context(gt, awaitable)
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except BaseException as exc:  # noqa: BLE001  (raised by _raise_or_return)
+                    gt.fail(exc)
+        finally:
+            self._finish(gt)
+        self._raise_or_return(gt)
+
+    def _finish(self, gt: GraphTask) -> None:
+        """Release the task's buffers and state; count it as completed."""
+        gt.not_ready = {}
+        gt.dependencies = {}
+        gt.final_callbacks = []
+        gt.root_node = None  # type: ignore[assignment]
+        gt.roots = []
+        gt.context = None
+        gt.waker = None
+        with self._lock:
+            if gt in self._live:
+                self._live.discard(gt)
+                self.completed += 1
+        if gt.started is not None:  # statistics of a pass that ran on an executor
+            gt.cpu_queue.finished.append((gt.started - gt.arrival, gt.run_time))
+        obs = _observe.observer
+        if obs is not None:
+            obs.task_end(gt.id, _perf_counter(), gt.error)
+        replay_warnings(gt.warnings)
+        gt.warnings = []
+
+    def _raise_or_return(self, gt: GraphTask) -> None:
+        error = gt.error
+        if error is not None:
+            gt.error = None  # do not keep the traceback (and its frames) alive via gt
+            raise error
+
+    def _cancel_tree(self, gt: GraphTask) -> None:
+        """Cancel ``gt`` and every live GraphTask nested in it; drop their queued tasks."""
+        tasks = [gt]
+        with self._lock:
+            live = list(self._live)
+        for other in live:
+            parent = other.parent
+            while parent is not None:
+                if parent is gt:
+                    tasks.append(other)
+                    break
+                parent = parent.parent
+        queues = [w.queue for w in list(self._workers.values())]
+        for task in tasks:
+            task.cancel()
+            for q in {*queues, task.cpu_queue}:
+                if q is not None:
+                    dropped = q.discard(task)
+                    if dropped:
+                        task.retire(dropped)
+            self._signal_if_done(task)
+
+
+class _LazyBackgroundPort:
+    """The port of a sync task with no awaiting ancestor: the background loop."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        self.engine._background_port().submit(job)
+
+
+def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:
+    """True if the graph below ``root`` may run on the loop (Note [Inline small graphs]).
+
+    A graph deeper than the node limit is turned down without a walk: its
+    longest path alone has ``topological_nr + 1`` nodes."""
+    if root.topological_nr >= max_nodes:
+        return False
+    seen = {root}
+    stack = [root]
+    elements = 0
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        safe = _INLINE_SAFE_TYPES.get(kind)
+        if safe is None:
+            safe = _INLINE_SAFE_TYPES[kind] = (
+                kind.__module__.startswith("aiograd._ops.") or kind in (AccumulateGrad, GraphRoot)
+            )
+        if not safe or node.has_hooks or node._metadata:  # an AccumulateGrad's: its leaf's too
+            return False
+        if kind is AccumulateGrad and node.variable is None:
+            return False
+        for meta in node.input_metadata:
+            if meta.device is not CPU:
+                return False
+            elements += math.prod(meta.shape)
+        if elements > max_elements:
+            return False
+        for edge in node.next_edges:
+            if edge is not None and edge[0] not in seen:
+                if len(seen) >= max_nodes:
+                    return False
+                seen.add(edge[0])
+                stack.append(edge[0])
+    return True
+
+
+_INLINE_SAFE_TYPES: dict[type, bool] = {}
+
+
+def _scope_due(gt: GraphTask) -> float:
+    """The deadline of the caller's cancel scopes on the ``perf_counter`` clock, or inf
+    (Note [Deadlines]). anyio's clock may be offset (Trio's is): only the time left
+    counts. A nested pass is due with its parent (asking the scopes of a deeply
+    nested await costs a walk of them all)."""
+    if gt.parent is not None:
+        return gt.parent.due
+    deadline = anyio.current_effective_deadline()
+    if deadline == math.inf:
+        return deadline
+    return _perf_counter() + (deadline - anyio.current_time())
+
+
+def _enter_task_context(gt: GraphTask) -> bool:
+    """Set, inside the task's context, what its nodes see. Returns True if anomaly
+    mode checks gradients for NaN there."""
+    parent_valid = checkpoint_valid.get()
+    current_graph_task.set(gt)
+    _grad_enabled.set(gt.create_graph)
+    checkpoint_valid.set(parent_valid and gt.outputs is None)
+    return _anomaly.get() == (True, True)
+
+
+async def _await_in_context(gt: GraphTask, awaitable: Any) -> None:
+    """Await an async final callback in a child task that sees the task's context.
+
+    Its exception is re-raised as is (not wrapped in an exception group).
+    """
+    errors: list[BaseException] = []
+
+    async def run() -> None:
+        for var, value in gt.context.items():
+            var.set(value)
+        try:
+            await awaitable
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:  # noqa: BLE001  (re-raised below, unwrapped)
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+    if errors:
+        raise errors[0]
+
+
+def _run_coroutine_blocking(engine: Engine, gt: GraphTask, awaitable: Any) -> None:
+    """Run an async final callback of a sync task on its port and wait for it."""
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    async def job() -> None:
+        try:
+            for var, value in gt.context.items():
+                var.set(value)
+            await awaitable
+        except BaseException as exc:  # noqa: BLE001  (handed to the waiting thread)
+            errors.append(exc)
+        finally:
+            done.set()
+
+    port = gt.port if gt.port is not None else engine._background_port()
+    port.submit(job)
+    done.wait()
+    if errors:
+        raise errors[0]
+
+
