@@ -4,13 +4,17 @@ Answers "did this change make the engine or the ops slower?" on a noisy machine:
 each round runs one fresh worker process per tree, in alternating order, and
 each worker times, after warm-up, the median of several repeats of:
 
-- ``chain``/``ladder`` (benchmarks/engine_overhead.py's graphs): forward and
-  ``backward_sync`` per node, and ``await backward`` per node;
+- ``chain``/``ladder`` (benchmarks/engine_overhead.py's graphs): per node,
+  the forward, ``backward_sync`` and ``await backward`` (each timed alone);
 - ``mlp``: one training step of benchmarks/mlp_step.py's MLP (forward,
   cross-entropy, ``backward_sync``).
 
 A worker optionally installs a no-op profiler observer (``--observe``), to
-price the profiler when on. The report is one JSON line per metric: the median
+price the profiler when on. ``--base-without-observer`` prices it when off
+(issue 24: under 1 % on the chain): the base is then a copy of the new tree
+whose engine never reads the observer seam (every ``obs = _observe.observer``
+in aiograd/engine/ becomes ``obs = None``), so the two trees differ only in
+the seam. The report is one JSON line per metric: the median
 over rounds of each tree's figure, and ``new/base``, the median of the
 per-round ratios (pairs from the same round saw the same machine load), with
 their min and max. Usage, from the repository root::
@@ -24,9 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -73,10 +79,16 @@ def worker(observe: bool) -> dict[str, float]:
         def forward(build: Any = build, x: aiograd.Tensor = x) -> aiograd.Tensor:
             return build(x, aiograd.tanh).sum()
 
-        def sync_step(forward: Any = forward) -> None:
-            forward().backward_sync()
+        def sync_backwards(forward: Any = forward) -> float:
+            times = []
+            for _ in range(REPEATS):
+                loss = forward()
+                t0 = time.perf_counter()
+                loss.backward_sync()
+                times.append(time.perf_counter() - t0)
+            return statistics.median(times)
 
-        async def await_steps(forward: Any = forward) -> float:
+        async def await_backwards(forward: Any = forward) -> float:
             times = []
             for _ in range(REPEATS):
                 loss = forward()
@@ -85,10 +97,10 @@ def worker(observe: bool) -> dict[str, float]:
                 times.append(time.perf_counter() - t0)
             return statistics.median(times)
 
-        sync_step()
+        forward().backward_sync()
         figures[f"{name}.forward_per_node"] = _median_time(forward) / nodes * 1e6
-        figures[f"{name}.step_sync_per_node"] = _median_time(sync_step) / nodes * 1e6
-        figures[f"{name}.await_backward_per_node"] = anyio.run(await_steps) / nodes * 1e6
+        figures[f"{name}.backward_sync_per_node"] = sync_backwards() / nodes * 1e6
+        figures[f"{name}.await_backward_per_node"] = anyio.run(await_backwards) / nodes * 1e6
 
     params_np, x_np, y_np = make_data()
     params = [aiograd.tensor(p.copy(), requires_grad=True) for p in params_np]
@@ -114,9 +126,28 @@ def _run_worker(tree: Path, observe: bool) -> dict[str, float]:
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+SEAM_READ = "obs = _observe.observer"
+
+
+def _without_observer(tree: Path, into: Path) -> Path:
+    """A copy of ``tree``'s package in ``into`` whose engine never reads the observer."""
+    shutil.copytree(tree / "aiograd", into / "aiograd",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    reads = 0
+    for source in (into / "aiograd" / "engine").glob("*.py"):
+        text = source.read_text()
+        reads += text.count(SEAM_READ)
+        source.write_text(text.replace(SEAM_READ, "obs = None"))
+    if not reads:
+        raise SystemExit(f"no {SEAM_READ!r} in {tree}/aiograd/engine: the seam moved")
+    return into
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", type=Path, help="the tree to compare against")
+    parser.add_argument("--base-without-observer", action="store_true",
+                        help="compare against a copy of --new without the observer seam")
     parser.add_argument("--new", type=Path, default=Path("."), help="the changed tree")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--observe", choices=("none", "new", "both"), default="none",
@@ -126,8 +157,10 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker("--observe" in sys.argv)))
         return
+    if args.base_without_observer:
+        args.base = _without_observer(args.new.resolve(), Path(tempfile.mkdtemp()))
     if args.base is None:
-        parser.error("--base is required")
+        parser.error("--base or --base-without-observer is required")
     trees = {"base": args.base.resolve(), "new": args.new.resolve()}
     observed = {"base": args.observe == "both", "new": args.observe != "none"}
     rounds: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
