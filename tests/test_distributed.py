@@ -7,7 +7,6 @@ live in test_distributed_failure.py with their own cluster.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import pickle
 import time
 
@@ -261,8 +260,10 @@ def test_wrong_secret_is_rejected_before_unpickling(tmp_path) -> None:
     address = rpc._get_agent().addresses[1]
     with grpc.insecure_channel(address) as ch:
         call = ch.unary_unary("/aiograd.Rpc/Call")
-        for md in [(), ((_auth.AUTH_KEY, _auth.sign(b"wrong", "/aiograd.Rpc/Call",
-                                                    hashlib.sha256(body).hexdigest())),)]:
+        nonce = _auth.new_nonce()
+        forged = _auth.sign(b"wrong", "/aiograd.Rpc/Call", _auth.body_tag(b"wrong", nonce, [body]),
+                            nonce)
+        for md in [(), ((_auth.AUTH_KEY, forged),)]:
             with pytest.raises(grpc.RpcError) as e:
                 call(body, timeout=5, metadata=md)
             assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -93,20 +93,22 @@ def chunks(bufs: list[bytes | memoryview], size: int) -> list[bytes]:
     return out
 
 
-def gather(parts: list[bytes]) -> bytes | bytearray:
+def gather(parts: list[bytes]) -> bytes | memoryview:
     """The message a list of chunks makes: one chunk as is, several in one writable buffer
-    (its tensors are then views of it, no further copy)."""
+    (its tensors are then views of it, no further copy). The buffer is a NumPy array: for
+    large sizes NumPy asks the kernel for huge pages, which makes this copy several times
+    cheaper than filling a fresh ``bytearray`` page by page."""
     if len(parts) == 1:
         return parts[0]
-    out = bytearray(sum(len(p) for p in parts))
+    out = numpy.empty(sum(len(p) for p in parts), numpy.uint8)
     offset = 0
     for p in parts:
-        out[offset:offset + len(p)] = p
+        out[offset:offset + len(p)] = numpy.frombuffer(p, numpy.uint8)
         offset += len(p)
-    return out
+    return memoryview(out)
 
 
-def loads(payload: bytes | bytearray,
+def loads(payload: bytes | bytearray | memoryview,
           on_tensor: Callable[[numpy.ndarray, Any], Tensor] | None = None) -> Any:
     """Inverse of :func:`dumps` (``payload`` is the joined buffers)."""
     view = memoryview(payload)
