@@ -136,5 +136,22 @@ def backward_started() -> None:
     STARTED.set()
 
 
+#: Set on the test process when a worker holds a context open (``hold_context``).
+HELD = __import__("threading").Event()
+
+
+def context_held() -> None:
+    HELD.set()
+
+
+async def hold_context(to: str, x: aiograd.Tensor) -> None:
+    """Open a context here, send ``x`` to ``to`` in it (the context now exists there too),
+    tell worker0, then keep the context open forever."""
+    async with dist_autograd.context():
+        await rpc.rpc_async(to, scale, (x, 2.0))
+        await rpc.rpc_async("worker0", context_held, ())
+        await asyncio.Event().wait()
+
+
 def touch(path: str) -> None:
     open(path, "w").close()

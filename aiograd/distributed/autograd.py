@@ -20,8 +20,11 @@ add up by linearity); ``retain_graph=False`` frees the context's send
 outputs after the pass and forbids another backward in the context.
 
 A failure anywhere fails the caller's ``backward`` with "Error on Node N: ..."
-as soon as the failing RPC returns (a dead peer's connection fails at once),
-and the caller tells every worker to release the context.
+as soon as the failing RPC returns (a dead peer's connection fails at once; a
+hung one is caught by the heartbeats of ``rpc``), and the caller tells every
+worker to release the context. Contexts whose creator is lost, or that
+outlive ``context_ttl`` on a worker that did not create them, are released
+by the agent's monitor (Note [Heartbeats]).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import contextlib
 import contextvars
 import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -74,13 +78,19 @@ class RecvRpcBackward(Node):
 
 
 class _Context:
-    __slots__ = ("id", "sends", "grads", "graph_freed")
+    __slots__ = ("id", "sends", "grads", "graph_freed", "created")
 
     def __init__(self, context_id: int) -> None:
         self.id = context_id
         self.sends: dict[int, Tensor] = {}
         self.grads: dict[int, tuple[Tensor, Tensor]] = {}
         self.graph_freed = False
+        self.created = time.monotonic()
+
+    @property
+    def creator(self) -> int:
+        """The rank that opened the context (ids are ``(rank << 48) + counter``)."""
+        return self.id >> 48
 
 
 _lock = threading.Lock()
@@ -113,6 +123,24 @@ def _release_local(context_id: int) -> None:
     with _lock:
         _contexts.pop(context_id, None)
         _released.add(context_id)
+
+
+def _release_created_by(rank: int) -> None:
+    """Release the contexts ``rank`` created: it is lost (Note [Heartbeats] in ``rpc``)."""
+    with _lock:
+        orphans = [c for c in _contexts.values() if c.creator == rank]
+    for ctx in orphans:
+        _release_local(ctx.id)
+
+
+def _expire_contexts(ttl: float) -> None:
+    """Release the contexts other workers created more than ``ttl`` seconds ago (their
+    creator may have forgotten them: a release that never arrived)."""
+    me, cutoff = _rank(), time.monotonic() - ttl
+    with _lock:
+        old = [c for c in _contexts.values() if c.creator != me and c.created < cutoff]
+    for ctx in old:
+        _release_local(ctx.id)
 
 
 def _current_context_id() -> int | None:

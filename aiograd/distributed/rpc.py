@@ -11,11 +11,22 @@ Every worker is server and client: one long-lived channel per peer, two
 generic methods (unary for small messages, a chunk stream for large ones),
 identity serializers, explicit message limits, a deadline on every call and
 the shared-secret check of ``_auth`` in front of every handler.
+
+Note [Heartbeats]: a dead peer's connection fails at once, but a peer that
+hangs (a stopped process, a wedged loop, a cut network) keeps its TCP
+connection and would let calls wait for their whole deadline. So each agent
+pings every peer every ``heartbeat_timeout / 4`` seconds, each ping bounded
+by ``heartbeat_timeout``. A failed ping marks the peer lost: its in-flight
+calls are cancelled and fail with "Error on Node N: ...", new calls to it
+fail at once, and the contexts it created are released here (``autograd``).
+A later ping that succeeds marks it live again. The same tick expires
+contexts created by other workers that are older than ``context_ttl``.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import hmac
 import itertools
@@ -34,6 +45,9 @@ __all__ = ["init_rpc", "rpc_async", "rpc_sync", "remote", "RRef", "shutdown",
            "get_worker_info", "WorkerInfo", "RemoteError", "DEFAULT_RPC_TIMEOUT"]
 
 DEFAULT_RPC_TIMEOUT = 60.0
+DEFAULT_HEARTBEAT_TIMEOUT = 10.0
+#: Lifetime of a context created by another worker (Note [Heartbeats]).
+DEFAULT_CONTEXT_TTL = 3600.0
 _SERVICE = "/aiograd.Rpc/"
 CTX_KEY = "x-aiograd-context"
 _UNARY = _SERVICE + "Call"
@@ -97,12 +111,17 @@ class _Agent:
     """The per-process RPC state; all its coroutines run on its own loop."""
 
     def __init__(self, name: str, rank: int, world_size: int, secret: bytes,
-                 timeout: float) -> None:
+                 timeout: float, heartbeat_timeout: float, context_ttl: float) -> None:
         self.name = name
         self.rank = rank
         self.world_size = world_size
         self.secret = secret
         self.timeout = timeout
+        self.heartbeat_timeout = heartbeat_timeout
+        self.context_ttl = context_ttl
+        self.lost: dict[int, str] = {}  # peer rank -> why (Note [Heartbeats])
+        self.inflight: dict[int, set[Any]] = {}  # peer rank -> its gRPC calls in flight
+        self.monitor: asyncio.Task[None] | None = None
         self.workers: dict[int, WorkerInfo] = {}
         self.addresses: dict[int, str] = {}
         self.channels: dict[int, grpc.aio.Channel] = {}
@@ -208,6 +227,8 @@ class _Agent:
         """
         if to not in self.calls:
             raise ValueError(f"rpc: unknown worker rank {to}")
+        if to in self.lost and kind != "ping":
+            raise RemoteError(to, self.lost[to])
         bufs = _wire.dumps((kind, payload), _autograd()._on_send_tensor(to, context_id))
         extra = () if context_id is None else ((CTX_KEY, str(context_id)),)
         size = sum(len(b) for b in bufs)
@@ -220,25 +241,75 @@ class _Agent:
                 tag = _auth.body_tag(self.secret, nonce, [body])
                 md = ((_auth.AUTH_KEY, _auth.sign(self.secret, _UNARY, tag, nonce)),
                       (_auth.FROM_KEY, str(self.rank)), *extra)
-                reply = await unary(body, timeout=t, metadata=md, wait_for_ready=wait_for_ready)
+                reply = await self._tracked(to, unary(body, timeout=t, metadata=md,
+                                                      wait_for_ready=wait_for_ready))
             else:
                 chunks = _wire.chunks(bufs, CHUNK)
                 tag = _auth.body_tag(self.secret, nonce, chunks)
                 md = ((_auth.AUTH_KEY, _auth.sign(self.secret, _STREAM, tag, nonce)),
                       (_auth.FROM_KEY, str(self.rank)), *extra)
-                reply_chunks = [c async for c in stream(iter(chunks), timeout=t, metadata=md)]
-                reply = _wire.gather(reply_chunks)
-        except grpc.aio.AioRpcError as e:
+                reply = _wire.gather(await self._tracked(
+                    to, stream(iter(chunks), timeout=t, metadata=md)))
+        except (grpc.aio.AioRpcError, asyncio.CancelledError) as e:
             task = asyncio.current_task()
-            if e.code() == grpc.StatusCode.CANCELLED and task is not None and task.cancelling():
+            if task is not None and task.cancelling():
                 raise asyncio.CancelledError from e
+            if to in self.lost:  # cancelled by the heartbeat monitor
+                raise RemoteError(to, self.lost[to]) from None
+            if isinstance(e, asyncio.CancelledError):
+                raise
             raise RemoteError(to, f"{e.code().name}: {e.details()}") from None
         status, *rest = _wire.loads(reply, _autograd()._on_recv_tensor(to, context_id))
         if status == "err":
             raise RemoteError(*rest)
         return rest[0]
 
+    async def _tracked(self, to: int, rpc_call: Any) -> Any:
+        """Await a gRPC call (unary: its reply; stream: its reply chunks), cancellable
+        by the heartbeat monitor while in flight."""
+        calls = self.inflight.setdefault(to, set())
+        calls.add(rpc_call)
+        try:
+            if isinstance(rpc_call, grpc.aio.StreamStreamCall):
+                return [c async for c in rpc_call]
+            return await rpc_call
+        finally:
+            calls.discard(rpc_call)
+
+    # ---- heartbeats (Note [Heartbeats]) ----
+
+    def start_monitor(self) -> None:
+        self.monitor = asyncio.ensure_future(self._monitor())
+
+    async def _monitor(self) -> None:
+        while True:
+            await asyncio.gather(*(self._ping(r) for r in self.calls if r != self.rank))
+            _autograd()._expire_contexts(self.context_ttl)
+            await asyncio.sleep(self.heartbeat_timeout / 4)
+
+    async def _ping(self, to: int) -> None:
+        try:
+            await self.call(to, "ping", None, timeout=self.heartbeat_timeout)
+        except RemoteError as e:
+            self.peer_lost(to, f"{e.original} (heartbeat to {self.workers[to].name} failed "
+                               f"within {self.heartbeat_timeout} s: the worker died or hangs)")
+        else:
+            self.lost.pop(to, None)
+
+    def peer_lost(self, to: int, why: str) -> None:
+        """Fail the calls in flight to ``to`` and release the contexts it created."""
+        if to in self.lost:
+            return
+        self.lost[to] = why
+        for rpc_call in self.inflight.get(to, ()):
+            rpc_call.cancel()
+        _autograd()._release_created_by(to)
+
     async def close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.monitor
         for ch in self.channels.values():
             await ch.close()
         if self.server is not None:
@@ -270,6 +341,11 @@ async def _call(agent: _Agent, sender: int, payload: Any) -> Any:
 @handler("remote")
 async def _remote(agent: _Agent, sender: int, payload: Any) -> Any:
     return RRef.local(await _call(agent, sender, payload))._id
+
+
+@handler("ping")
+async def _serve_ping(agent: _Agent, sender: int, payload: Any) -> None:
+    return None
 
 
 @handler("fetch")
@@ -350,7 +426,9 @@ def _env(name: str, value: Any, cast: Callable[[str], Any]) -> Any:
 def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, *,
              master_addr: str | None = None, master_port: int | None = None,
              secret: str | bytes | None = None, timeout: float = DEFAULT_RPC_TIMEOUT,
-             bind_addr: str | None = None) -> None:
+             bind_addr: str | None = None,
+             heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
+             context_ttl: float = DEFAULT_CONTEXT_TTL) -> None:
     """Start this process's RPC agent and rendezvous with the others through rank 0.
 
     Missing arguments come from ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
@@ -358,7 +436,10 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
     ``master_addr:master_port``; the others bind ``bind_addr`` (default
     ``AIOGRAD_RPC_BIND_ADDR`` or 127.0.0.1, loopback) on a free port and
     publish it at rendezvous. ``timeout`` is the default deadline of every call
-    and bounds the rendezvous.
+    and bounds the rendezvous. A peer that misses a heartbeat for
+    ``heartbeat_timeout`` seconds is lost: calls to it fail and the contexts it
+    created are released here; contexts created by other workers are released
+    after ``context_ttl`` seconds (Note [Heartbeats]).
     """
     global _agent, _thread
     if _agent is not None:
@@ -376,8 +457,10 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
                          "AIOGRAD_RPC_SECRET (the same on every worker)")
     if not (0 <= rank < world_size):
         raise ValueError(f"init_rpc: rank must be in [0, {world_size}), got {rank}")
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"init_rpc: timeout must be a positive number, got {timeout!r}")
+    for arg, value in (("timeout", timeout), ("heartbeat_timeout", heartbeat_timeout),
+                       ("context_ttl", context_ttl)):
+        if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"init_rpc: {arg} must be a positive number, got {value!r}")
     key = secret.encode() if isinstance(secret, str) else bytes(secret)
     host = bind_addr or os.environ.get("AIOGRAD_RPC_BIND_ADDR", "127.0.0.1")
     started: concurrent.futures.Future[_Agent] = concurrent.futures.Future()
@@ -387,7 +470,8 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
             global _agent
             # Published before serving: peers may call in (and handlers use it) as soon as
             # rank 0 has answered the rendezvous, before init_rpc returns here.
-            agent = _agent = _Agent(name, rank, world_size, key, float(timeout))
+            agent = _agent = _Agent(name, rank, world_size, key, float(timeout),
+                                    float(heartbeat_timeout), float(context_ttl))
             try:
                 await _rendezvous(agent, host, master_addr, master_port)
             except BaseException as e:
@@ -395,6 +479,7 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
                 await agent.close()
                 started.set_exception(e)
                 return
+            agent.start_monitor()
             started.set_result(agent)
             await agent.stopped.wait()
         asyncio.run(main())
