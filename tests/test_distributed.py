@@ -132,6 +132,34 @@ def test_only_gradient_path_is_send_recv() -> None:
     run(go())
 
 
+@pytest.mark.parametrize("shape", ["fan_out", "skip_over"])
+def test_a_node_on_two_remote_paths_runs_once(shape: str) -> None:
+    """On worker1, u = counted(x) reaches the loss by two paths through worker2 (two
+    sends of u; or u and a remote stage of u, a residual connection). As in
+    torch.distributed.autograd, whose one GraphTask per context and worker has the send
+    functions as roots, u's node runs once, with the summed gradient: the send whose
+    gradient comes first waits for the other at u instead of running it twice."""
+    torch = pytest.importorskip("torch")
+    tag = f"once_{shape}"
+
+    async def go() -> tuple[numpy.ndarray, int]:
+        x = aiograd.tensor(_x(9), requires_grad=True)
+        async with dist_autograd.context() as cid:
+            out = await rpc.rpc_async("worker1", getattr(F, shape), (x, "worker2", tag))
+            await dist_autograd.backward(cid, [(out * out).sum()])
+            got = dist_autograd.get_gradients(cid)[x].data
+        await _assert_clean()
+        return got, await rpc.rpc_async("worker1", F.backward_calls, (tag,))
+
+    got, calls = run(go())
+    assert calls == 1
+    x = torch.tensor(_x(9), requires_grad=True)
+    u = x * 1.0
+    out = 2.0 * u + 3.0 * u if shape == "fan_out" else u * (2.0 * u)
+    (out * out).sum().backward()
+    numpy.testing.assert_allclose(got, x.grad.numpy(), rtol=1e-12)
+
+
 def test_no_pairs_when_nothing_requires_grad_but_context_exists() -> None:
     async def go() -> None:
         async with dist_autograd.context() as cid:
