@@ -7,6 +7,7 @@ live in test_distributed_failure.py with their own cluster.
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 import time
 
@@ -296,6 +297,30 @@ def test_wrong_secret_is_rejected_before_unpickling(tmp_path) -> None:
                 call(body, timeout=5, metadata=md)
             assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert not marker.exists()
+
+
+def test_bulk_lane_body_is_authenticated() -> None:
+    """A large body travels on the bulk lane; bytes there that do not match the MAC in
+    the signed token (tampered, or pushed by anyone) are rejected before unpickling."""
+    import grpc
+
+    from aiograd.distributed import _auth
+
+    agent = rpc._get_agent()
+    vouched, forged = b"x" * (rpc.CHUNK + 1), b"y" * (rpc.CHUNK + 1)
+
+    async def go() -> grpc.StatusCode:  # on the agent's loop, which owns its channels
+        nonce = _auth.new_nonce()
+        token = _auth.sign(agent.secret, "/aiograd.Rpc/Call",
+                           _auth.body_tag(agent.secret, nonce, [vouched]), nonce)
+        transfer = os.urandom(16)
+        await agent.bulk.send(agent.bulk_addresses[1], transfer, [forged], len(forged))
+        md = ((_auth.AUTH_KEY, token), (_auth.FROM_KEY, "0"), (rpc.BULK_KEY, transfer.hex()))
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await agent.calls[1](b"", timeout=5, metadata=md)
+        return e.value.code()
+
+    assert rpc._submit(go()).result(30) == grpc.StatusCode.UNAUTHENTICATED
 
 
 def test_100mb_tensor_round_trip() -> None:

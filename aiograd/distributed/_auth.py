@@ -6,7 +6,7 @@ method|ts|nonce|tag)`` and ``tag`` is the Poly1305 tag of the request body
 under the one-time key ``HMAC-SHA256(secret, "body"|nonce)``. The server
 interceptor checks the MAC, the clock window and nonce reuse, and answers
 UNAUTHENTICATED before any handler runs; the handler then checks the body
-against ``tag`` (chunk by chunk, as the chunks arrive) before unpickling it.
+(inline, or from the bulk lane) against ``tag`` before unpickling it.
 
 Note [Body MAC]: the body tag is Poly1305, not a SHA-256 digest, because a
 100 MB tensor is hashed twice per hop: SHA-256 runs at about 1 GB/s here
@@ -32,29 +32,17 @@ FROM_KEY = "x-aiograd-from"
 WINDOW_S = 300.0
 
 
-class BodyMac:
-    """The Poly1305 tag of a body fed in chunks, keyed from ``secret`` and ``nonce``
-    (Note [Body MAC])."""
-
-    def __init__(self, secret: bytes, nonce: str) -> None:
-        self._mac = Poly1305(hmac.digest(secret, b"body|" + nonce.encode(), "sha256"))
-
-    def update(self, chunk: Any) -> None:
-        self._mac.update(chunk)
-
-    def hexdigest(self) -> str:
-        return self._mac.finalize().hex()
-
-
 def new_nonce() -> str:
     return os.urandom(16).hex()
 
 
-def body_tag(secret: bytes, nonce: str, chunks: Iterable[Any]) -> str:
-    mac = BodyMac(secret, nonce)
-    for c in chunks:
-        mac.update(c)
-    return mac.hexdigest()
+def body_tag(secret: bytes, nonce: str, bufs: Iterable[Any]) -> str:
+    """The Poly1305 tag of the body made of ``bufs``, under the one-time key of ``nonce``
+    (Note [Body MAC])."""
+    mac = Poly1305(hmac.digest(secret, b"body|" + nonce.encode(), "sha256"))
+    for buf in bufs:
+        mac.update(buf)
+    return mac.finalize().hex()
 
 
 def sign(secret: bytes, method: str, tag: str, nonce: str | None = None) -> str:
@@ -126,6 +114,4 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                 "rpc: wrong or missing shared secret")
 
-        if handler.request_streaming:
-            return grpc.stream_stream_rpc_method_handler(deny)
         return grpc.unary_unary_rpc_method_handler(deny)

@@ -73,44 +73,10 @@ def dumps(obj: Any, on_tensor: Callable[[Tensor], Any] | None = None) -> list[by
     return [_LEN.pack(len(header)) + header, *blobs]
 
 
-def chunks(bufs: list[bytes | memoryview], size: int) -> list[bytes]:
-    """``bufs`` cut into messages of at most ``size`` bytes (one copy)."""
-    out: list[bytes] = []
-    pending: list[memoryview] = []
-    room = size
-    for buf in bufs:
-        view = memoryview(buf).cast("B")
-        while len(view):
-            take = view[:room]
-            pending.append(take)
-            view = view[len(take):]
-            room -= len(take)
-            if room == 0:
-                out.append(b"".join(pending))
-                pending, room = [], size
-    if pending:
-        out.append(b"".join(pending))
-    return out
-
-
-def gather(parts: list[bytes]) -> bytes | memoryview:
-    """The message a list of chunks makes: one chunk as is, several in one writable buffer
-    (its tensors are then views of it, no further copy). The buffer is a NumPy array: for
-    large sizes NumPy asks the kernel for huge pages, which makes this copy several times
-    cheaper than filling a fresh ``bytearray`` page by page."""
-    if len(parts) == 1:
-        return parts[0]
-    out = numpy.empty(sum(len(p) for p in parts), numpy.uint8)
-    offset = 0
-    for p in parts:
-        out[offset:offset + len(p)] = numpy.frombuffer(p, numpy.uint8)
-        offset += len(p)
-    return memoryview(out)
-
-
-def loads(payload: bytes | bytearray | memoryview,
+def loads(payload: bytes | memoryview,
           on_tensor: Callable[[numpy.ndarray, Any], Tensor] | None = None) -> Any:
-    """Inverse of :func:`dumps` (``payload`` is the joined buffers)."""
+    """Inverse of :func:`dumps` (``payload`` is the joined buffers; tensors are views of
+    it when it is writable, copies otherwise)."""
     view = memoryview(payload)
     (n,) = _LEN.unpack_from(view, 0)
     header = bytes(view[_LEN.size:_LEN.size + n])
