@@ -368,7 +368,9 @@ async def _advance(ctx: _Context, bw: _Backward) -> list[tuple[RecvRpcBackward, 
                     outputs, grads, RecvRpcBackward, blocked)
                 for leaf, g in leaf_grads:
                     old = ctx.grads.get(id(leaf))
-                    ctx.grads[id(leaf)] = (leaf, g if old is None else _add(old[1], g))
+                    if old is not None:
+                        g = Tensor._wrap(old[1].data + g.data)
+                    ctx.grads[id(leaf)] = (leaf, g)
                 for node, g in recv_grads:
                     bw.recvs[node] = _add(bw.recvs.get(node), g)
                 for edge, g in stop_grads:

@@ -131,7 +131,7 @@ class _Agent:
         self.bulk = _bulk.BulkLane(keep=timeout)
         self.bulk_addresses: dict[int, tuple[str, int]] = {}
         self.channels: dict[int, grpc.aio.Channel] = {}
-        self.calls: dict[int, tuple[Any, Any]] = {}
+        self.calls: dict[int, Any] = {}  # peer rank -> its unary gRPC method
         self.objects: dict[int, Any] = {}  # RRef values owned here
         self.object_ids = itertools.count(1)
         self.joined: dict[int, tuple[str, str, tuple[str, int]]] = {}
