@@ -83,7 +83,7 @@ async def _aiograd_main(rounds: int) -> None:
     big = aiograd.tensor(numpy.ones(BIG))
     await rpc.rpc_async("w1", identity, (big,))
     bt = []
-    for _ in range(max(rounds // 5, 2)):
+    for _ in range(max(rounds // 2, 3)):
         t0 = time.perf_counter()
         await rpc.rpc_async("w1", identity, (big,))
         bt.append(time.perf_counter() - t0)
@@ -161,7 +161,7 @@ def torch_worker(rounds: int) -> None:
         big = torch.ones(BIG, dtype=torch.float64)
         rpc.rpc_sync("w1", identity, (big,))
         bt = []
-        for _ in range(max(rounds // 5, 2)):
+        for _ in range(max(rounds // 2, 3)):
             t0 = time.perf_counter()
             rpc.rpc_sync("w1", identity, (big,))
             bt.append(time.perf_counter() - t0)

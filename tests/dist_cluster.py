@@ -1,6 +1,7 @@
 """Start a real local cluster for the distributed tests: this process is rank 0."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,19 +17,22 @@ SECRET = "test-secret"
 
 
 @contextmanager
-def cluster(world_size: int, timeout: float = 20.0) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Rank 0 here, ranks 1.. as worker processes; shut down (bounded) afterwards."""
+def cluster(world_size: int, timeout: float = 20.0,
+            **rpc_options: float) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Rank 0 here, ranks 1.. as worker processes; shut down (bounded) afterwards.
+    ``rpc_options`` (heartbeat_timeout, context_ttl) go to every worker's init_rpc."""
     port = free_port()
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                WORLD_SIZE=str(world_size), AIOGRAD_RPC_SECRET=SECRET,
                PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS),
                                            os.environ.get("PYTHONPATH", "")]))
     procs = [subprocess.Popen([sys.executable, str(TESTS / "dist_worker.py"), str(r),
-                               str(timeout)], env=dict(env, RANK=str(r)))
+                               str(timeout), json.dumps(rpc_options)],
+                              env=dict(env, RANK=str(r)))
              for r in range(1, world_size)]
     try:
         rpc.init_rpc("worker0", 0, world_size, master_addr="127.0.0.1", master_port=port,
-                     secret=SECRET, timeout=timeout)
+                     secret=SECRET, timeout=timeout, **rpc_options)
         yield procs
     finally:
         alive = all(p.poll() is None for p in procs)

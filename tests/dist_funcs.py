@@ -136,5 +136,59 @@ def backward_started() -> None:
     STARTED.set()
 
 
+#: How many times ``counted``'s backward ran on this worker, by tag.
+BACKWARD_CALLS: dict[str, int] = {}
+
+
+class _Counted(aiograd.Function):
+    """Identity whose backward counts its runs (and so shows it runs once, summed)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, tag: str) -> Any:
+        ctx.tag = tag
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        BACKWARD_CALLS[ctx.tag] = BACKWARD_CALLS.get(ctx.tag, 0) + 1
+        return grad, None
+
+
+def backward_calls(tag: str) -> int:
+    return BACKWARD_CALLS.get(tag, 0)
+
+
+async def fan_out(x: aiograd.Tensor, to: str, tag: str) -> Any:
+    """u = counted(x) here, sent to ``to`` twice: two remote paths meet at u's node."""
+    u = _Counted.apply(x, tag)
+    a = await rpc.rpc_async(to, scale, (u, 2.0))
+    b = await rpc.rpc_async(to, scale, (u, 3.0))
+    return a + b
+
+
+async def skip_over(x: aiograd.Tensor, to: str, tag: str) -> Any:
+    """A residual connection around a stage on ``to``: u * stage(u), u = counted(x)."""
+    u = _Counted.apply(x, tag)
+    y = await rpc.rpc_async(to, scale, (u, 2.0))
+    return u * y
+
+
+#: Set on the test process when a worker holds a context open (``hold_context``).
+HELD = __import__("threading").Event()
+
+
+def context_held() -> None:
+    HELD.set()
+
+
+async def hold_context(to: str, x: aiograd.Tensor) -> None:
+    """Open a context here, send ``x`` to ``to`` in it (the context now exists there too),
+    tell worker0, then keep the context open forever."""
+    async with dist_autograd.context():
+        await rpc.rpc_async(to, scale, (x, 2.0))
+        await rpc.rpc_async("worker0", context_held, ())
+        await asyncio.Event().wait()
+
+
 def touch(path: str) -> None:
     open(path, "w").close()

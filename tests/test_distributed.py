@@ -7,7 +7,7 @@ live in test_distributed_failure.py with their own cluster.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import os
 import pickle
 import time
 
@@ -131,6 +131,34 @@ def test_only_gradient_path_is_send_recv() -> None:
             assert x.grad is None
         await _assert_clean()
     run(go())
+
+
+@pytest.mark.parametrize("shape", ["fan_out", "skip_over"])
+def test_a_node_on_two_remote_paths_runs_once(shape: str) -> None:
+    """On worker1, u = counted(x) reaches the loss by two paths through worker2 (two
+    sends of u; or u and a remote stage of u, a residual connection). As in
+    torch.distributed.autograd, whose one GraphTask per context and worker has the send
+    functions as roots, u's node runs once, with the summed gradient: the send whose
+    gradient comes first waits for the other at u instead of running it twice."""
+    torch = pytest.importorskip("torch")
+    tag = f"once_{shape}"
+
+    async def go() -> tuple[numpy.ndarray, int]:
+        x = aiograd.tensor(_x(9), requires_grad=True)
+        async with dist_autograd.context() as cid:
+            out = await rpc.rpc_async("worker1", getattr(F, shape), (x, "worker2", tag))
+            await dist_autograd.backward(cid, [(out * out).sum()])
+            got = dist_autograd.get_gradients(cid)[x].data
+        await _assert_clean()
+        return got, await rpc.rpc_async("worker1", F.backward_calls, (tag,))
+
+    got, calls = run(go())
+    assert calls == 1
+    x = torch.tensor(_x(9), requires_grad=True)
+    u = x * 1.0
+    out = 2.0 * u + 3.0 * u if shape == "fan_out" else u * (2.0 * u)
+    (out * out).sum().backward()
+    numpy.testing.assert_allclose(got, x.grad.numpy(), rtol=1e-12)
 
 
 def test_no_pairs_when_nothing_requires_grad_but_context_exists() -> None:
@@ -261,12 +289,38 @@ def test_wrong_secret_is_rejected_before_unpickling(tmp_path) -> None:
     address = rpc._get_agent().addresses[1]
     with grpc.insecure_channel(address) as ch:
         call = ch.unary_unary("/aiograd.Rpc/Call")
-        for md in [(), ((_auth.AUTH_KEY, _auth.sign(b"wrong", "/aiograd.Rpc/Call",
-                                                    hashlib.sha256(body).hexdigest())),)]:
+        nonce = _auth.new_nonce()
+        forged = _auth.sign(b"wrong", "/aiograd.Rpc/Call", _auth.body_tag(b"wrong", nonce, [body]),
+                            nonce)
+        for md in [(), ((_auth.AUTH_KEY, forged),)]:
             with pytest.raises(grpc.RpcError) as e:
                 call(body, timeout=5, metadata=md)
             assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert not marker.exists()
+
+
+def test_bulk_lane_body_is_authenticated() -> None:
+    """A large body travels on the bulk lane; bytes there that do not match the MAC in
+    the signed token (tampered, or pushed by anyone) are rejected before unpickling."""
+    import grpc
+
+    from aiograd.distributed import _auth
+
+    agent = rpc._get_agent()
+    vouched, forged = b"x" * (rpc.CHUNK + 1), b"y" * (rpc.CHUNK + 1)
+
+    async def go() -> grpc.StatusCode:  # on the agent's loop, which owns its channels
+        nonce = _auth.new_nonce()
+        token = _auth.sign(agent.secret, "/aiograd.Rpc/Call",
+                           _auth.body_tag(agent.secret, nonce, [vouched]), nonce)
+        transfer = os.urandom(16)
+        await agent.bulk.send(agent.bulk_addresses[1], transfer, [forged], len(forged))
+        md = ((_auth.AUTH_KEY, token), (_auth.FROM_KEY, "0"), (rpc.BULK_KEY, transfer.hex()))
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await agent.calls[1](b"", timeout=5, metadata=md)
+        return e.value.code()
+
+    assert rpc._submit(go()).result(30) == grpc.StatusCode.UNAUTHENTICATED
 
 
 def test_100mb_tensor_round_trip() -> None:

@@ -73,42 +73,10 @@ def dumps(obj: Any, on_tensor: Callable[[Tensor], Any] | None = None) -> list[by
     return [_LEN.pack(len(header)) + header, *blobs]
 
 
-def chunks(bufs: list[bytes | memoryview], size: int) -> list[bytes]:
-    """``bufs`` cut into messages of at most ``size`` bytes (one copy)."""
-    out: list[bytes] = []
-    pending: list[memoryview] = []
-    room = size
-    for buf in bufs:
-        view = memoryview(buf).cast("B")
-        while len(view):
-            take = view[:room]
-            pending.append(take)
-            view = view[len(take):]
-            room -= len(take)
-            if room == 0:
-                out.append(b"".join(pending))
-                pending, room = [], size
-    if pending:
-        out.append(b"".join(pending))
-    return out
-
-
-def gather(parts: list[bytes]) -> bytes | bytearray:
-    """The message a list of chunks makes: one chunk as is, several in one writable buffer
-    (its tensors are then views of it, no further copy)."""
-    if len(parts) == 1:
-        return parts[0]
-    out = bytearray(sum(len(p) for p in parts))
-    offset = 0
-    for p in parts:
-        out[offset:offset + len(p)] = p
-        offset += len(p)
-    return out
-
-
-def loads(payload: bytes | bytearray,
+def loads(payload: bytes | memoryview,
           on_tensor: Callable[[numpy.ndarray, Any], Tensor] | None = None) -> Any:
-    """Inverse of :func:`dumps` (``payload`` is the joined buffers)."""
+    """Inverse of :func:`dumps` (``payload`` is the joined buffers; tensors are views of
+    it when it is writable, copies otherwise)."""
     view = memoryview(payload)
     (n,) = _LEN.unpack_from(view, 0)
     header = bytes(view[_LEN.size:_LEN.size + n])

@@ -6,22 +6,42 @@ a :class:`SendRpcBackward` on the sender (its output is what travels) and a
 :class:`RecvRpcBackward` on the receiver, both keyed by one autograd message
 id, in both directions (arguments and return values).
 
-Note [Distributed pass]: a worker runs a *local pass* from some outputs (the
-roots on the caller; a send node's output when a gradient message arrives).
-The pass captures the gradients reaching leaves (accumulated into the
-context, never ``.grad``) and recv nodes; each recv gradient is sent to its
-sender, whose own pass runs before that RPC answers. So a pass returns only
-when every RPC it started has, and ``backward`` returns only when the whole
-distributed backward is done: no dependency counting across workers, no
-node that can wait forever (PyTorch's FAST-mode hang on an unreachable send
-function cannot happen, since nothing waits for a send that never fires).
-Passes retain the graph (several messages may cross one subgraph; gradients
-add up by linearity); ``retain_graph=False`` frees the context's send
-outputs after the pass and forbids another backward in the context.
+Note [Distributed pass]: as in the seed, each worker runs the part of a
+distributed backward it holds as one graph task per context, whose roots are
+its send functions (and, on the caller, the local roots), and every node runs
+once with its summed gradient, even one that two remote paths reach. aiograd's
+engine runs a pass to completion, so that task is kept as a sequence of
+*local passes* sharing one state (``_Backward``):
+
+1. Discovery (seed ``computeDependencies``): the caller finds the recv nodes
+   reachable from the roots and tells their senders which send functions will
+   get a gradient (``pending``); they do the same from those sends, and so on.
+   ``discover`` RPCs nest, so when the caller's returns, every worker knows
+   its pending sends.
+2. A gradient for a send is buffered (``arrived``). A pass then runs from
+   everything ready: the roots, the arrived sends, and the frontier. A node a
+   still-pending send can reach is a *stop* node: the pass captures its input
+   gradient into the frontier and neither runs it nor goes past it
+   (``stop_at``). When its last pending send has run, it runs from the
+   frontier, once, with the sum. A recv node answers its sender (its summed
+   gradient, or None) once no pending send can reach it, so every pending
+   send gets exactly one message.
+
+Each ``grad`` RPC returns when the pass it triggers and the messages that pass
+sends are done, so ``backward`` returns when the whole distributed backward
+is. Nothing waits for a send that never fires: discovery only marks sends
+whose recv is reachable, and every reachable recv is answered. A residual
+connection around a remote stage (a node reachable both before and after the
+remote part) works: the first pass stops at it and the second runs it.
+``retain_graph=False`` frees a context's send outputs as they run and forbids
+another backward in the context.
 
 A failure anywhere fails the caller's ``backward`` with "Error on Node N: ..."
-as soon as the failing RPC returns (a dead peer's connection fails at once),
-and the caller tells every worker to release the context.
+as soon as the failing RPC returns (a dead peer's connection fails at once; a
+hung one is caught by the heartbeats of ``rpc``), and the caller tells every
+worker to release the context. Contexts whose creator is lost, or that
+outlive ``context_ttl`` on a worker that did not create them, are released
+by the agent's monitor (Note [Heartbeats]).
 """
 from __future__ import annotations
 
@@ -30,16 +50,17 @@ import contextlib
 import contextvars
 import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from aiograd._ops._record import edges_of, record
 from aiograd._tensor import Tensor
 from aiograd.devices import CPU
-from aiograd.graph._node import Node
+from aiograd.graph._node import GradientEdge, Node
 
 from . import rpc as _rpc
-from ._local_engine import local_backward
+from ._local_engine import local_pass, reachable
 
 __all__ = ["context", "backward", "get_gradients", "SendRpcBackward", "RecvRpcBackward",
            "_debug_info"]
@@ -74,13 +95,20 @@ class RecvRpcBackward(Node):
 
 
 class _Context:
-    __slots__ = ("id", "sends", "grads", "graph_freed")
+    __slots__ = ("id", "sends", "grads", "graph_freed", "created", "backwards")
 
     def __init__(self, context_id: int) -> None:
         self.id = context_id
         self.sends: dict[int, Tensor] = {}
         self.grads: dict[int, tuple[Tensor, Tensor]] = {}
         self.graph_freed = False
+        self.created = time.monotonic()
+        self.backwards: dict[int, _Backward] = {}  # backward id -> its state here
+
+    @property
+    def creator(self) -> int:
+        """The rank that opened the context (ids are ``(rank << 48) + counter``)."""
+        return self.id >> 48
 
 
 _lock = threading.Lock()
@@ -88,6 +116,7 @@ _contexts: dict[int, _Context] = {}
 _released: set[int] = set()  # tombstones: late messages cannot re-create these
 _counter = itertools.count()
 _message_counter = itertools.count()
+_backward_counter = itertools.count()
 _backward_passes = 0
 
 
@@ -113,6 +142,24 @@ def _release_local(context_id: int) -> None:
     with _lock:
         _contexts.pop(context_id, None)
         _released.add(context_id)
+
+
+def _release_created_by(rank: int) -> None:
+    """Release the contexts ``rank`` created: it is lost (Note [Heartbeats] in ``rpc``)."""
+    with _lock:
+        orphans = [c for c in _contexts.values() if c.creator == rank]
+    for ctx in orphans:
+        _release_local(ctx.id)
+
+
+def _expire_contexts(ttl: float) -> None:
+    """Release the contexts other workers created more than ``ttl`` seconds ago (their
+    creator may have forgotten them: a release that never arrived)."""
+    me, cutoff = _rank(), time.monotonic() - ttl
+    with _lock:
+        old = [c for c in _contexts.values() if c.creator != me and c.created < cutoff]
+    for ctx in old:
+        _release_local(ctx.id)
 
 
 def _current_context_id() -> int | None:
@@ -219,48 +266,152 @@ async def _serve_release(agent: Any, sender: int, context_id: int) -> None:
     _release_local(context_id)
 
 
-# ---- backward ----
+# ---- backward (Note [Distributed pass]) ----
 
-async def _run_pass(ctx: _Context, outputs: list[Tensor], grads: list[Any] | None,
-                    retain_graph: bool) -> None:
-    """One local pass and the gradient messages it sends (Note [Distributed pass])."""
-    leaf_grads, recv_grads = await local_backward(outputs, grads, RecvRpcBackward)
-    for leaf, g in leaf_grads:
-        old = ctx.grads.get(id(leaf))
-        ctx.grads[id(leaf)] = (leaf, g if old is None else Tensor._wrap(old[1].data + g.data))
-    if not recv_grads:
-        return
+class _Backward:
+    """One distributed backward's state on one worker, for one context."""
+
+    __slots__ = ("pending", "arrived", "frontier", "recvs", "roots", "retain_graph", "lock")
+
+    def __init__(self, retain_graph: bool) -> None:
+        #: send message ids that will get a gradient and have not run yet
+        self.pending: set[int] = set()
+        #: gradients arrived for pending sends (None: the receiver had none), not run yet
+        self.arrived: dict[int, Tensor | None] = {}
+        #: stop-node inputs (node, input_nr) captured by a pass, and their summed gradient
+        self.frontier: dict[tuple[Node, int], Tensor] = {}
+        #: recv nodes this backward reaches here and has not answered yet: summed gradient
+        self.recvs: dict[Node, Tensor | None] = {}
+        #: the root worker's roots until its first pass
+        self.roots: list[Tensor] | None = None
+        self.retain_graph = retain_graph
+        self.lock = asyncio.Lock()
+
+    def done(self) -> bool:
+        return not (self.pending or self.arrived or self.frontier or self.recvs or self.roots)
+
+
+def _add(old: Tensor | None, g: Tensor | None) -> Tensor | None:
+    if old is None or g is None:
+        return g if old is None else old
+    return Tensor._wrap(old.data + g.data)
+
+
+def _state(ctx: _Context, backward_id: int, retain_graph: bool) -> _Backward:
+    bw = ctx.backwards.get(backward_id)
+    if bw is None:
+        bw = ctx.backwards[backward_id] = _Backward(retain_graph)
+    return bw
+
+
+def _send_output(ctx: _Context, message_id: int) -> Tensor:
+    out = ctx.sends.get(message_id)
+    if out is None:
+        raise RuntimeError(f"autograd context {ctx.id} has no send function for message "
+                           f"{message_id} (its graph was freed: pass retain_graph=True)")
+    return out
+
+
+async def _discover(ctx: _Context, bw: _Backward, backward_id: int,
+                    starts: list[Tensor]) -> None:
+    """Mark the recv nodes reachable from ``starts`` as this backward's, and tell their
+    senders which of their send nodes will get a gradient; returns when every worker
+    reached has done the same (seed ``computeDependencies`` with send functions as roots)."""
+    ask: dict[int, list[int]] = {}
+    for node in reachable(starts):
+        if isinstance(node, RecvRpcBackward) and node not in bw.recvs:
+            bw.recvs[node] = None
+            ask.setdefault(node.sender, []).append(node.message_id)
     agent = _rpc._get_agent()
     async with asyncio.TaskGroup() as tg:
-        for node, g in recv_grads:
-            assert isinstance(node, RecvRpcBackward)
-            tg.create_task(agent.call(node.sender, "grad",
-                                      (ctx.id, node.message_id, g, retain_graph)))
+        for rank, ids in ask.items():
+            tg.create_task(agent.call(rank, "discover",
+                                      (ctx.id, backward_id, ids, bw.retain_graph)))
+
+
+@_rpc.handler("discover")
+async def _serve_discover(agent: Any, sender: int, payload: Any) -> None:
+    context_id, backward_id, message_ids, retain_graph = payload
+    ctx = _lookup(context_id)
+    bw = _state(ctx, backward_id, retain_graph)
+    fresh = [m for m in message_ids if m not in bw.pending]
+    bw.pending.update(fresh)
+    await _discover(ctx, bw, backward_id, [_send_output(ctx, m) for m in fresh])
+
+
+async def _advance(ctx: _Context, bw: _Backward) -> list[tuple[RecvRpcBackward, Any]]:
+    """Run one local pass from everything now ready: the roots, the sends whose gradient
+    arrived, and the frontier nodes no pending send can reach any more. Nodes that a
+    pending send can still reach are stop nodes: they wait, so each runs once with its
+    summed gradient. Returns the recv gradients that are final, to send back."""
+    global _backward_passes
+    async with bw.lock:
+        _backward_passes += 1
+        try:
+            ready = list(bw.arrived.items())
+            bw.arrived.clear()
+            outputs: list[Any] = []
+            grads: list[Any] = []
+            if bw.roots is not None:
+                outputs, grads, bw.roots = list(bw.roots), [None] * len(bw.roots), None
+            for m, g in ready:
+                bw.pending.discard(m)
+                if g is not None:
+                    outputs.append(_send_output(ctx, m))
+                    grads.append(g)
+            blocked = frozenset(reachable([_send_output(ctx, m) for m in bw.pending]))
+            for key in [k for k in bw.frontier if k[0] not in blocked]:
+                outputs.append(GradientEdge(*key))
+                grads.append(bw.frontier.pop(key))
+            if outputs:
+                leaf_grads, recv_grads, stop_grads = await local_pass(
+                    outputs, grads, RecvRpcBackward, blocked)
+                for leaf, g in leaf_grads:
+                    old = ctx.grads.get(id(leaf))
+                    if old is not None:
+                        g = Tensor._wrap(old[1].data + g.data)
+                    ctx.grads[id(leaf)] = (leaf, g)
+                for node, g in recv_grads:
+                    bw.recvs[node] = _add(bw.recvs.get(node), g)
+                for edge, g in stop_grads:
+                    key = (edge.node, edge.output_nr)
+                    bw.frontier[key] = _add(bw.frontier.get(key), g)  # type: ignore[assignment]
+            if not bw.retain_graph:
+                for m, _ in ready:
+                    ctx.sends.pop(m, None)
+            final = [(r, g) for r, g in bw.recvs.items() if r not in blocked]
+            for r, _ in final:
+                del bw.recvs[r]
+            return final  # type: ignore[return-value]
+        finally:
+            _backward_passes -= 1
+
+
+async def _answer(ctx: _Context, backward_id: int,
+                  final: list[tuple[RecvRpcBackward, Any]]) -> None:
+    """Send each final recv gradient to its sender; returns when their work is done."""
+    agent = _rpc._get_agent()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for node, g in final:
+                tg.create_task(agent.call(node.sender, "grad",
+                                          (ctx.id, backward_id, node.message_id, g)))
+    except BaseExceptionGroup as eg:  # the first failing gradient message
+        raise _first(eg) from None
 
 
 @_rpc.handler("grad")
 async def _serve_grad(agent: Any, sender: int, payload: Any) -> None:
-    context_id, message_id, grad, retain_graph = payload
+    context_id, backward_id, message_id, grad = payload
     ctx = _lookup(context_id)
-    out = ctx.sends.get(message_id)
-    if out is None:
-        raise RuntimeError(f"autograd context {context_id} has no send function for message "
-                           f"{message_id} (its graph was freed: pass retain_graph=True)")
-    await _guarded_pass(ctx, [out], [grad], retain_graph)
-    if not retain_graph:
-        ctx.sends.pop(message_id, None)
-
-
-async def _guarded_pass(ctx: _Context, outputs: list[Tensor], grads: list[Any] | None,
-                        retain_graph: bool) -> None:
-    global _backward_passes
-    _backward_passes += 1
-    try:
-        await _run_pass(ctx, outputs, grads, retain_graph)
-    except BaseExceptionGroup as eg:  # the first failing gradient message
-        raise _first(eg) from None
-    finally:
-        _backward_passes -= 1
+    bw = ctx.backwards.get(backward_id)
+    if bw is None or message_id not in bw.pending or message_id in bw.arrived:
+        raise RuntimeError(f"autograd context {context_id}: unexpected gradient for send "
+                           f"message {message_id}")
+    bw.arrived[message_id] = grad
+    await _answer(ctx, backward_id, await _advance(ctx, bw))
+    if bw.done():
+        ctx.backwards.pop(backward_id, None)
 
 
 def _first(eg: BaseExceptionGroup) -> BaseException:
@@ -309,9 +460,16 @@ async def backward(context_id: int, roots: Any, retain_graph: bool = False) -> N
 
 async def _root_backward(ctx: _Context, outputs: list[Tensor], retain_graph: bool) -> None:
     agent = _rpc._get_agent()
+    backward_id = _new_id(_backward_counter)
+    bw = _state(ctx, backward_id, retain_graph)
+    bw.roots = outputs
     try:
         async with asyncio.timeout(agent.timeout):
-            await _guarded_pass(ctx, outputs, None, retain_graph)
+            try:
+                await _discover(ctx, bw, backward_id, outputs)
+            except BaseExceptionGroup as eg:
+                raise _first(eg) from None
+            await _answer(ctx, backward_id, await _advance(ctx, bw))
     except _rpc.RemoteError:
         await _fail(ctx)
         raise
@@ -322,6 +480,7 @@ async def _root_backward(ctx: _Context, outputs: list[Tensor], retain_graph: boo
     except Exception as e:
         await _fail(ctx)
         raise RuntimeError(f"Error on Node {agent.rank}: {type(e).__name__}: {e}") from e
+    ctx.backwards.pop(backward_id, None)
     if not retain_graph:
         ctx.graph_freed = True
 

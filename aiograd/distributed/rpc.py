@@ -7,38 +7,57 @@ submit work to that loop and await it from whatever loop the caller runs on;
 cancelling the caller cancels the agent-side task, which cancels the gRPC call,
 which cancels the handler on the peer.
 
-Every worker is server and client: one long-lived channel per peer, two
-generic methods (unary for small messages, a chunk stream for large ones),
-identity serializers, explicit message limits, a deadline on every call and
-the shared-secret check of ``_auth`` in front of every handler.
+Every worker is server and client: one long-lived channel per peer, one
+generic unary method, identity serializers, explicit message limits, a
+deadline on every call and the shared-secret check of ``_auth`` in front of
+every handler. Bodies above ``CHUNK`` bytes (requests and replies) travel on
+the bulk lane beside gRPC (Note [Bulk lane] in ``_bulk``); the gRPC message
+then carries the transfer id, and the body's MAC in the signed token.
+
+Note [Heartbeats]: a dead peer's connection fails at once, but a peer that
+hangs (a stopped process, a wedged loop, a cut network) keeps its TCP
+connection and would let calls wait for their whole deadline. So each agent
+pings every peer every ``heartbeat_timeout / 4`` seconds, each ping bounded
+by ``heartbeat_timeout``. A failed ping marks the peer lost: its in-flight
+calls are cancelled and fail with "Error on Node N: ...", new calls to it
+fail at once, and the contexts it created are released here (``autograd``).
+A later ping that succeeds marks it live again. The same tick expires
+contexts created by other workers that are older than ``context_ttl``.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
+import hmac
 import itertools
 import os
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 
-from . import _auth, _wire
+from . import _auth, _bulk, _wire
 
 __all__ = ["init_rpc", "rpc_async", "rpc_sync", "remote", "RRef", "shutdown",
            "get_worker_info", "WorkerInfo", "RemoteError", "DEFAULT_RPC_TIMEOUT"]
 
 DEFAULT_RPC_TIMEOUT = 60.0
+DEFAULT_HEARTBEAT_TIMEOUT = 10.0
+#: Lifetime of a context created by another worker (Note [Heartbeats]).
+DEFAULT_CONTEXT_TTL = 3600.0
 _SERVICE = "/aiograd.Rpc/"
 CTX_KEY = "x-aiograd-context"
 _UNARY = _SERVICE + "Call"
-_STREAM = _SERVICE + "CallStream"
-#: Messages above this travel as a stream of chunks of this size.
-CHUNK = 8 << 20
+BULK_KEY = "x-aiograd-bulk"
+#: Bodies above this many bytes travel on the bulk lane.
+CHUNK = 4 << 20
+#: First byte of a reply: the body follows / the body is on the bulk lane.
+_INLINE, _BULK = b"\x00", b"\x01"
 _MAX_MSG = 64 << 20
 _OPTIONS = [
     ("grpc.max_send_message_length", _MAX_MSG),
@@ -96,19 +115,26 @@ class _Agent:
     """The per-process RPC state; all its coroutines run on its own loop."""
 
     def __init__(self, name: str, rank: int, world_size: int, secret: bytes,
-                 timeout: float) -> None:
+                 timeout: float, heartbeat_timeout: float, context_ttl: float) -> None:
         self.name = name
         self.rank = rank
         self.world_size = world_size
         self.secret = secret
         self.timeout = timeout
+        self.heartbeat_timeout = heartbeat_timeout
+        self.context_ttl = context_ttl
+        self.lost: dict[int, str] = {}  # peer rank -> why (Note [Heartbeats])
+        self.inflight: dict[int, set[Any]] = {}  # peer rank -> its gRPC calls in flight
+        self.monitor: asyncio.Task[None] | None = None
         self.workers: dict[int, WorkerInfo] = {}
         self.addresses: dict[int, str] = {}
+        self.bulk = _bulk.BulkLane(keep=timeout)
+        self.bulk_addresses: dict[int, tuple[str, int]] = {}
         self.channels: dict[int, grpc.aio.Channel] = {}
-        self.calls: dict[int, tuple[Any, Any]] = {}
+        self.calls: dict[int, Any] = {}  # peer rank -> its unary gRPC method
         self.objects: dict[int, Any] = {}  # RRef values owned here
         self.object_ids = itertools.count(1)
-        self.joined: dict[int, tuple[str, str]] = {}
+        self.joined: dict[int, tuple[str, str, tuple[str, int]]] = {}
         self.all_joined = asyncio.Event()
         self.shutdown_arrived: set[int] = set()
         self.all_shutdown = asyncio.Event()
@@ -125,7 +151,6 @@ class _Agent:
         ident = lambda b: b  # noqa: E731
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("aiograd.Rpc", {
             "Call": grpc.unary_unary_rpc_method_handler(self._serve_unary, ident, ident),
-            "CallStream": grpc.stream_stream_rpc_method_handler(self._serve_stream, ident, ident),
         })])
         bound = server.add_insecure_port(f"{host}:{port}")
         if bound == 0:
@@ -135,29 +160,50 @@ class _Agent:
         return bound
 
     async def _serve_unary(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        return b"".join(await self._serve([request], _UNARY, context))
-
-    async def _serve_stream(self, requests: AsyncIterator[bytes],
-                            context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-        chunks = [c async for c in requests]
-        for chunk in _wire.chunks(await self._serve(chunks, _STREAM, context), CHUNK):
-            yield chunk
-
-    async def _serve(self, chunks: list[bytes], method: str,
-                     context: grpc.aio.ServicerContext) -> list[bytes | memoryview]:
         md = context.invocation_metadata()
-        token = _auth.metadata_value(md, _auth.AUTH_KEY) or ""
-        if _auth.digest(chunks) != token.split(":")[2]:  # verified by the interceptor
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "rpc: body does not match")
         sender = int(_auth.metadata_value(md, _auth.FROM_KEY) or -1)
+        remaining = context.time_remaining()
+        body: bytes | memoryview = request
+        transfer = _auth.metadata_value(md, BULK_KEY)
+        if transfer is not None:
+            try:
+                body = await self.bulk.take(bytes.fromhex(transfer), remaining)
+            except TimeoutError:
+                await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    "rpc: the body never arrived on the bulk lane")
+        nonce, tag = _auth.token_parts(_auth.metadata_value(md, _auth.AUTH_KEY) or "")
+        if not hmac.compare_digest(_auth.body_tag(self.secret, nonce, [body]), tag):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "rpc: body does not match")
         raw_ctx = _auth.metadata_value(md, CTX_KEY)
         context_id = None if raw_ctx is None else int(raw_ctx)
-        remaining = context.time_remaining()
         _deadline.set(None if remaining is None else time.monotonic() + remaining)
+        bufs = await self._serve(body, sender, context_id)
+        size = sum(len(b) for b in bufs)
+        if size <= CHUNK or sender not in self.bulk_addresses:
+            return b"".join([_INLINE, *bufs])
+        transfer_id, nonce, tag = await self._ship(sender, bufs, size, self.budget(None))
+        return _BULK + transfer_id + nonce.encode() + tag.encode()
+
+    async def _ship(self, to: int, bufs: list[bytes | memoryview], size: int,
+                    timeout: float) -> tuple[bytes, str, str]:
+        """Send a body on the bulk lane to ``to``: its transfer id, nonce and MAC tag."""
+        transfer, nonce = os.urandom(16), _auth.new_nonce()
+        tag = _auth.body_tag(self.secret, nonce, bufs)
+        try:
+            async with asyncio.timeout(timeout):
+                await self.bulk.send(self.bulk_addresses[to], transfer, bufs, size)
+        except TimeoutError:
+            raise RemoteError(to, "DEADLINE_EXCEEDED: bulk lane transfer") from None
+        except OSError as e:
+            raise RemoteError(to, f"UNAVAILABLE: bulk lane: {e}") from None
+        return transfer, nonce, tag
+
+    async def _serve(self, body: bytes | memoryview, sender: int,
+                     context_id: int | None) -> list[bytes | memoryview]:
+        """Run the verified request ``body``; the reply's buffers."""
         result: tuple[Any, ...]
         try:
-            kind, payload = _wire.loads(_wire.gather(chunks),
-                                        _autograd()._on_recv_tensor(sender, context_id))
+            kind, payload = _wire.loads(body, _autograd()._on_recv_tensor(sender, context_id))
             with _autograd()._serving_context(context_id):
                 result = ("ok", await _HANDLERS[kind](self, sender, payload))
         except RemoteError as e:
@@ -175,10 +221,8 @@ class _Agent:
         channel = grpc.aio.insecure_channel(address, options=_OPTIONS)
         ident = lambda b: b  # noqa: E731
         self.channels[rank] = channel
-        self.calls[rank] = (
-            channel.unary_unary(_UNARY, request_serializer=ident, response_deserializer=ident),
-            channel.stream_stream(_STREAM, request_serializer=ident, response_deserializer=ident),
-        )
+        self.calls[rank] = channel.unary_unary(_UNARY, request_serializer=ident,
+                                               response_deserializer=ident)
 
     def budget(self, timeout: float | None) -> float:
         """The deadline of a call: ``timeout`` (or the default) capped by the served one."""
@@ -196,34 +240,96 @@ class _Agent:
         """
         if to not in self.calls:
             raise ValueError(f"rpc: unknown worker rank {to}")
+        if to in self.lost and kind != "ping":
+            raise RemoteError(to, self.lost[to])
         bufs = _wire.dumps((kind, payload), _autograd()._on_send_tensor(to, context_id))
         extra = () if context_id is None else ((CTX_KEY, str(context_id)),)
         size = sum(len(b) for b in bufs)
         t = self.budget(timeout)
-        unary, stream = self.calls[to]
         try:
             if size <= CHUNK:
-                body = b"".join(bufs)
-                md = ((_auth.AUTH_KEY, _auth.sign(self.secret, _UNARY, _auth.digest([body]))),
-                      (_auth.FROM_KEY, str(self.rank)), *extra)
-                reply = await unary(body, timeout=t, metadata=md, wait_for_ready=wait_for_ready)
+                body, nonce = b"".join(bufs), _auth.new_nonce()
+                tag = _auth.body_tag(self.secret, nonce, [body])
             else:
-                chunks = _wire.chunks(bufs, CHUNK)
-                md = ((_auth.AUTH_KEY, _auth.sign(self.secret, _STREAM, _auth.digest(chunks))),
-                      (_auth.FROM_KEY, str(self.rank)), *extra)
-                reply_chunks = [c async for c in stream(iter(chunks), timeout=t, metadata=md)]
-                reply = _wire.gather(reply_chunks)
-        except grpc.aio.AioRpcError as e:
+                transfer, nonce, tag = await self._ship(to, bufs, size, t)
+                body, extra = b"", (*extra, (BULK_KEY, transfer.hex()))
+            md = ((_auth.AUTH_KEY, _auth.sign(self.secret, _UNARY, tag, nonce)),
+                  (_auth.FROM_KEY, str(self.rank)), *extra)
+            reply = await self._tracked(to, self.calls[to](body, timeout=t, metadata=md,
+                                                           wait_for_ready=wait_for_ready))
+            payload = await self._reply_body(to, reply, t)
+        except (grpc.aio.AioRpcError, asyncio.CancelledError) as e:
             task = asyncio.current_task()
-            if e.code() == grpc.StatusCode.CANCELLED and task is not None and task.cancelling():
+            if task is not None and task.cancelling():
                 raise asyncio.CancelledError from e
+            if to in self.lost:  # cancelled by the heartbeat monitor
+                raise RemoteError(to, self.lost[to]) from None
+            if isinstance(e, asyncio.CancelledError):
+                raise
             raise RemoteError(to, f"{e.code().name}: {e.details()}") from None
-        status, *rest = _wire.loads(reply, _autograd()._on_recv_tensor(to, context_id))
+        status, *rest = _wire.loads(payload, _autograd()._on_recv_tensor(to, context_id))
         if status == "err":
             raise RemoteError(*rest)
         return rest[0]
 
+    async def _tracked(self, to: int, rpc_call: Any) -> bytes:
+        """Await a gRPC call, cancellable by the heartbeat monitor while in flight."""
+        calls = self.inflight.setdefault(to, set())
+        calls.add(rpc_call)
+        try:
+            return await rpc_call  # type: ignore[no-any-return]
+        finally:
+            calls.discard(rpc_call)
+
+    async def _reply_body(self, to: int, reply: bytes, timeout: float) -> bytes | memoryview:
+        """The body of a reply: inline, or fetched from the bulk lane and checked."""
+        if reply[:1] == _INLINE:
+            return memoryview(reply)[1:]
+        transfer, nonce, tag = reply[1:17], reply[17:49].decode(), reply[49:81].decode()
+        try:
+            body = await self.bulk.take(transfer, timeout)
+        except TimeoutError:
+            raise RemoteError(to, "DEADLINE_EXCEEDED: the reply never arrived on the bulk "
+                                  "lane") from None
+        if not hmac.compare_digest(_auth.body_tag(self.secret, nonce, [body]), tag):
+            raise RemoteError(to, "UNAUTHENTICATED: reply body does not match")
+        return body
+
+    # ---- heartbeats (Note [Heartbeats]) ----
+
+    def start_monitor(self) -> None:
+        self.monitor = asyncio.ensure_future(self._monitor())
+
+    async def _monitor(self) -> None:
+        while True:
+            await asyncio.gather(*(self._ping(r) for r in self.calls if r != self.rank))
+            _autograd()._expire_contexts(self.context_ttl)
+            await asyncio.sleep(self.heartbeat_timeout / 4)
+
+    async def _ping(self, to: int) -> None:
+        try:
+            await self.call(to, "ping", None, timeout=self.heartbeat_timeout)
+        except RemoteError as e:
+            self.peer_lost(to, f"{e.original} (heartbeat to {self.workers[to].name} failed "
+                               f"within {self.heartbeat_timeout} s: the worker died or hangs)")
+        else:
+            self.lost.pop(to, None)
+
+    def peer_lost(self, to: int, why: str) -> None:
+        """Fail the calls in flight to ``to`` and release the contexts it created."""
+        if to in self.lost:
+            return
+        self.lost[to] = why
+        for rpc_call in self.inflight.get(to, ()):
+            rpc_call.cancel()
+        _autograd()._release_created_by(to)
+
     async def close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.monitor
+        await self.bulk.close()
         for ch in self.channels.values():
             await ch.close()
         if self.server is not None:
@@ -235,8 +341,8 @@ class _Agent:
 
 @handler("join")
 async def _join(agent: _Agent, sender: int, payload: Any) -> Any:
-    rank, name, address = payload
-    agent.joined[rank] = (name, address)
+    rank, name, address, bulk = payload
+    agent.joined[rank] = (name, address, bulk)
     if len(agent.joined) == agent.world_size:
         agent.all_joined.set()
     await agent.all_joined.wait()
@@ -255,6 +361,11 @@ async def _call(agent: _Agent, sender: int, payload: Any) -> Any:
 @handler("remote")
 async def _remote(agent: _Agent, sender: int, payload: Any) -> Any:
     return RRef.local(await _call(agent, sender, payload))._id
+
+
+@handler("ping")
+async def _serve_ping(agent: _Agent, sender: int, payload: Any) -> None:
+    return None
 
 
 @handler("fetch")
@@ -335,7 +446,9 @@ def _env(name: str, value: Any, cast: Callable[[str], Any]) -> Any:
 def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, *,
              master_addr: str | None = None, master_port: int | None = None,
              secret: str | bytes | None = None, timeout: float = DEFAULT_RPC_TIMEOUT,
-             bind_addr: str | None = None) -> None:
+             bind_addr: str | None = None,
+             heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
+             context_ttl: float = DEFAULT_CONTEXT_TTL) -> None:
     """Start this process's RPC agent and rendezvous with the others through rank 0.
 
     Missing arguments come from ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
@@ -343,7 +456,10 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
     ``master_addr:master_port``; the others bind ``bind_addr`` (default
     ``AIOGRAD_RPC_BIND_ADDR`` or 127.0.0.1, loopback) on a free port and
     publish it at rendezvous. ``timeout`` is the default deadline of every call
-    and bounds the rendezvous.
+    and bounds the rendezvous. A peer that misses a heartbeat for
+    ``heartbeat_timeout`` seconds is lost: calls to it fail and the contexts it
+    created are released here; contexts created by other workers are released
+    after ``context_ttl`` seconds (Note [Heartbeats]).
     """
     global _agent, _thread
     if _agent is not None:
@@ -361,8 +477,10 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
                          "AIOGRAD_RPC_SECRET (the same on every worker)")
     if not (0 <= rank < world_size):
         raise ValueError(f"init_rpc: rank must be in [0, {world_size}), got {rank}")
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"init_rpc: timeout must be a positive number, got {timeout!r}")
+    for arg, value in (("timeout", timeout), ("heartbeat_timeout", heartbeat_timeout),
+                       ("context_ttl", context_ttl)):
+        if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"init_rpc: {arg} must be a positive number, got {value!r}")
     key = secret.encode() if isinstance(secret, str) else bytes(secret)
     host = bind_addr or os.environ.get("AIOGRAD_RPC_BIND_ADDR", "127.0.0.1")
     started: concurrent.futures.Future[_Agent] = concurrent.futures.Future()
@@ -372,7 +490,8 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
             global _agent
             # Published before serving: peers may call in (and handlers use it) as soon as
             # rank 0 has answered the rendezvous, before init_rpc returns here.
-            agent = _agent = _Agent(name, rank, world_size, key, float(timeout))
+            agent = _agent = _Agent(name, rank, world_size, key, float(timeout),
+                                    float(heartbeat_timeout), float(context_ttl))
             try:
                 await _rendezvous(agent, host, master_addr, master_port)
             except BaseException as e:
@@ -380,6 +499,7 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
                 await agent.close()
                 started.set_exception(e)
                 return
+            agent.start_monitor()
             started.set_result(agent)
             await agent.stopped.wait()
         asyncio.run(main())
@@ -392,17 +512,22 @@ def init_rpc(name: str, rank: int | None = None, world_size: int | None = None, 
 async def _rendezvous(agent: _Agent, host: str, master_addr: str, master_port: int) -> None:
     master = f"{master_addr}:{master_port}"
     if agent.rank == 0:
-        await agent.start_server(host if host != "127.0.0.1" else master_addr, master_port)
-        address = master
+        bind = host if host != "127.0.0.1" else master_addr
+        await agent.start_server(bind, master_port)
+        address, advertised = master, master_addr
     else:
+        bind = host
         port = await agent.start_server(host, 0)
-        address = f"{_advertised(host)}:{port}"
+        advertised = _advertised(host)
+        address = f"{advertised}:{port}"
+    bulk = (advertised, await agent.bulk.start(bind))
     agent.connect(0, master)
-    table = await agent.call(0, "join", (agent.rank, agent.name, address),
+    table = await agent.call(0, "join", (agent.rank, agent.name, address, bulk),
                              timeout=agent.timeout, wait_for_ready=True)
-    for r, (n, addr) in table.items():
+    for r, (n, addr, bulk_addr) in table.items():
         agent.workers[r] = WorkerInfo(n, r)
         agent.addresses[r] = addr
+        agent.bulk_addresses[r] = tuple(bulk_addr)
         if r != 0:
             agent.connect(r, addr)
 

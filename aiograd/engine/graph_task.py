@@ -142,6 +142,7 @@ class GraphTask:
         "run_time",
         "direct",
         "ready_at",
+        "stop_at",
         "__weakref__",
     )
 
@@ -215,6 +216,9 @@ class GraphTask:
         # Invariant: hooked_nodes is None (not asked yet) or the nodes whose tensor
         #            pre-hooks this task calls (See will_execute).
         self.hooked_nodes: frozenset[Node] | None = None
+        #: nodes that only capture (``grad()`` inputs) and whose own edges are not followed:
+        #: the distributed engine's boundary of a partial pass (Note [Distributed pass])
+        self.stop_at: frozenset[Node] = frozenset()
 
     # ---- graph analysis (run by the first executor, before any node) ----
 
@@ -224,7 +228,7 @@ class GraphTask:
         outputs = self.outputs
         if outputs:
             min_topo = min((e[0].topological_nr for e in outputs if e is not None), default=0)
-        self.dependencies = compute_dependencies(self.root_node, min_topo)
+        self.dependencies = compute_dependencies(self.root_node, min_topo, self.stop_at)
         if outputs is not None:
             self._init_to_execute(outputs, min_topo)
 
@@ -263,9 +267,10 @@ class GraphTask:
                     continue
                 if child not in seen:
                     seen.add(child)
-                    stack[-1] = (node, i)
-                    stack.append((child, 0))
-                    break
+                    if child not in self.stop_at:
+                        stack[-1] = (node, i)
+                        stack.append((child, 0))
+                        break
                 if child in info:  # it runs or captures: so must its parent
                     info[node] = True
             else:
@@ -399,20 +404,21 @@ class GraphTask:
         return f"<GraphTask {self.id} depth={self.depth} outstanding={self.outstanding}>"
 
 
-def compute_dependencies(root: Node, min_topo: int) -> dict[Node, int]:
+def compute_dependencies(root: Node, min_topo: int,
+                         stop_at: frozenset[Node] = frozenset()) -> dict[Node, int]:
     """Count, for every node reachable from ``root``, the edges that point to it.
 
     A node with ``topological_nr < min_topo`` cannot lead to any output: its
     incoming edges are counted but its own edges are not followed (seed
-    ``compute_dependencies``). Iterative, so a 100,000-node chain needs no
-    recursion.
+    ``compute_dependencies``); nor are those of a node in ``stop_at``.
+    Iterative, so a 100,000-node chain needs no recursion.
     """
     deps: dict[Node, int] = {}
     stack = [root]
     push = stack.append
     while stack:
         node = stack.pop()
-        if node.topological_nr < min_topo:
+        if node.topological_nr < min_topo or node in stop_at:
             continue
         for edge in node.next_edges:
             if edge is None:
