@@ -96,7 +96,7 @@ async def local_pass(outputs: list[Output], grads: list[Any] | None, recv_type: 
     if not inputs:
         return [], [], []
     (gt, context), results = _autograd._grad_task(outputs, inputs, grads, True, False, True,
-                                                  False)
+                                                  False, "distributed.autograd.backward", None)
     gt.stop_at = stop_at
     await _engine.get_engine().run_async(gt, context)
     got = results(gt)
