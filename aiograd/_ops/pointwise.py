@@ -52,6 +52,7 @@ from ._record import (
     scalar_or_tensor,
     tensor_arg,
 )
+from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, Saved
 from .arithmetic import (
     _promoted,
     broadcast_error,
@@ -70,7 +71,7 @@ from .inplace import (
     pow_,
     write_inplace,
 )
-from .unary import _floating, _record_unary, _SavesOne
+from .unary import _floating
 
 __all__ = [
     "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_", "sign_",
@@ -205,24 +206,10 @@ def _not_implemented(kernel: str, dtype: numpy.dtype) -> NotImplementedError:
 
 # ---- reciprocal / rsqrt / square ----
 
-class ReciprocalBackward0(_SavesOne):
-    """d (1 / x) = -r^2 for the result r: saves the output."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        r = self.saved.unpack(self, create_graph)
-        return (-grads[0] * (r * r),)
-
-
-class RsqrtBackward0(_SavesOne):
-    """d x^(-1/2) = -r^3 / 2 for the result r: saves the output."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        r = self.saved.unpack(self, create_graph)
-        return (-0.5 * grads[0] * r ** 3,)
+ReciprocalBackward0 = Rule("ReciprocalBackward0", lambda g, r: -g * (r * r), saves=SAVES_OUTPUT,
+                           doc="d (1 / x) = -r^2 for the result r: saves the output.")
+RsqrtBackward0 = Rule("RsqrtBackward0", lambda g, r: -0.5 * g * r ** 3, saves=SAVES_OUTPUT,
+                      doc="d x^(-1/2) = -r^3 / 2 for the result r: saves the output.")
 
 
 def _reciprocal_data(x: Any) -> Any:
@@ -238,13 +225,13 @@ def _rsqrt_data(x: Any) -> Any:
 def reciprocal(a: Tensor) -> Tensor:
     """``1 / a``; an integer or bool tensor gives float32."""
     data = _dual.quietly(_reciprocal_data, _floating(a))  # 1 / 0 == inf
-    return _record_unary(ReciprocalBackward0, a, data, saves_output=True)
+    return ReciprocalBackward0.unary(a, data)
 
 
 def rsqrt(a: Tensor) -> Tensor:
     """``1 / sqrt(a)``; an integer or bool tensor gives float32."""
     data = _dual.quietly(_rsqrt_data, _floating(a))  # rsqrt(0) == inf, rsqrt(-1) is NaN
-    return _record_unary(RsqrtBackward0, a, data, saves_output=True)
+    return RsqrtBackward0.unary(a, data)
 
 
 def square(a: Tensor) -> Tensor:
@@ -357,46 +344,39 @@ def round_(a: Tensor, *, decimals: int | None = None) -> Tensor:
 
 # ---- log2 / log10 / exp2 ----
 
-class Log2Backward0(_SavesOne):
-    """d log_b(x) = 1 / (x ln b): saves the input; ``ln_base`` is ln b."""
-
-    __slots__ = ()
-    ln_base = _LN2
+def _log_base_grad(ln_base: float) -> Callable[[Any, Any], Any]:
+    """d log_b(x) = 1 / (x ln b), for ``ln_base`` = ln b."""
 
     @numpy.errstate(all="ignore")  # x == 0. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] / (self.saved.unpack(self, create_graph) * self.ln_base),)
+    def log_base_grad(g: Any, x: Any) -> Any:
+        return g / (x * ln_base)
+
+    return log_base_grad
 
 
-class Log10Backward0(Log2Backward0):
-    __slots__ = ()
-    ln_base = _LN10
-
-
-class Exp2Backward0(_SavesOne):
-    """d 2^x = 2^x ln 2: saves the output."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] * self.saved.unpack(self, create_graph) * _LN2,)
+Log2Backward0 = Rule("Log2Backward0", _log_base_grad(_LN2), saves=SAVES_INPUT,
+                     doc="d log2(x) = 1 / (x ln 2): saves the input.")
+Log10Backward0 = Rule("Log10Backward0", _log_base_grad(_LN10), saves=SAVES_INPUT,
+                      doc="d log10(x) = 1 / (x ln 10): saves the input.")
+Exp2Backward0 = Rule("Exp2Backward0", lambda g, result: g * result * _LN2, saves=SAVES_OUTPUT,
+                     doc="d 2^x = 2^x ln 2: saves the output.")
 
 
 def log2(a: Tensor) -> Tensor:
     """Base-2 logarithm; an integer or bool tensor gives float32."""
     data = _dual.quietly(a.device.xp.log2, _floating(a))
-    return _record_unary(Log2Backward0, a, data, saves_output=False)
+    return Log2Backward0.unary(a, data)
 
 
 def log10(a: Tensor) -> Tensor:
     """Base-10 logarithm; an integer or bool tensor gives float32."""
     data = _dual.quietly(a.device.xp.log10, _floating(a))
-    return _record_unary(Log10Backward0, a, data, saves_output=False)
+    return Log10Backward0.unary(a, data)
 
 
 def exp2(a: Tensor) -> Tensor:
     """``2 ** a``; an integer or bool tensor gives float32."""
-    return _record_unary(Exp2Backward0, a, a.device.xp.exp2(_floating(a)), saves_output=True)
+    return Exp2Backward0.unary(a, a.device.xp.exp2(_floating(a)))
 
 
 log2_ = _unary_(log2, "input")
@@ -427,15 +407,11 @@ isinf = _classify("isinf", False)
 isfinite = _classify("isfinite", True)
 
 
-class NanToNumBackward0(_SavesOne):
-    """The gradient where the input is finite, ``g * 0`` elsewhere (PyTorch's ``grad *
-    isfinite(self)``): saves the input."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = _dual.raw(self.saved.unpack(self, False))
-        return (grads[0] * _dual.xp_of(x).isfinite(x),)
+NanToNumBackward0 = Rule(
+    "NanToNumBackward0", lambda g, x: g * _dual.xp_of(x).isfinite(x),
+    saves=(Saved("saved", raw=True),),
+    doc="The gradient where the input is finite, ``g * 0`` elsewhere (PyTorch's ``grad * "
+        "isfinite(self)``): saves the input.")
 
 
 def nan_to_num(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
@@ -449,7 +425,7 @@ def nan_to_num(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
         nan = 0.0
     # a replacement out of the dtype's range becomes inf, as in PyTorch (NumPy warns)
     data = _dual.quietly(a.device.xp.nan_to_num, x, True, nan, posinf, neginf)
-    return _record_unary(NanToNumBackward0, a, data, saves_output=False)
+    return NanToNumBackward0.unary(a, data)
 
 
 def nan_to_num_(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
