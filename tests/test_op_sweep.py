@@ -79,7 +79,15 @@ def _aten(name: str, ours: Callable[..., Any], *extra: Any) -> Callable[..., Any
     return op
 
 
-SWEEP: dict[str, Case] = {
+SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if any
+    "AddBackward0": Case(lambda lib, a, b: a + b, BINARY_SHAPES, linear=True),
+    "SubBackward0": Case(lambda lib, a, b: a - b, BINARY_SHAPES, linear=True),
+    "AddBackward0 (alpha)": Case(lambda lib, a, b: lib.add(a, b, alpha=2.5), BINARY_SHAPES,
+                                 linear=True),
+    "SubBackward0 (alpha)": Case(lambda lib, a, b: lib.sub(a, b, alpha=2.5), BINARY_SHAPES,
+                                 linear=True),
+    "RsubBackward1": Case(lambda lib, x: 2.0 - x, UNARY_SHAPES, linear=True),
+    "NegBackward0": Case(lambda lib, x: -x, UNARY_SHAPES, linear=True),
     "ExpBackward0": _unary("exp"),
     "LogBackward0": _unary("log", POSITIVE),
     "SqrtBackward0": _unary("sqrt", POSITIVE),
@@ -127,8 +135,8 @@ SWEEP: dict[str, Case] = {
                            linear=True),
 }
 
-CASES = [pytest.param(name, i, id=f"{name}-{i}")
-         for name, case in sorted(SWEEP.items()) for i in range(len(case.shapes))]
+CASES = [pytest.param(key, i, id=f"{key}-{i}")
+         for key, case in sorted(SWEEP.items()) for i in range(len(case.shapes))]
 
 
 def test_every_rule_has_a_sweep_entry() -> None:
@@ -137,14 +145,15 @@ def test_every_rule_has_a_sweep_entry() -> None:
     assert not sorted(set(SWEEP) - set(RULES)), "sweep entries naming no rule"
 
 
-def _inputs(name: str, i: int) -> tuple[Case, list[np.ndarray]]:
-    case = SWEEP[name]
+def _inputs(key: str, i: int) -> tuple[Case, list[np.ndarray]]:
+    case = SWEEP[key]
     return case, case.arrays(case.shapes[i], seed=i)
 
 
-@pytest.mark.parametrize(("name", "i"), CASES)
-def test_gradcheck(name: str, i: int) -> None:
-    case, arrays = _inputs(name, i)
+@pytest.mark.parametrize(("key", "i"), CASES)
+def test_gradcheck(key: str, i: int) -> None:
+    case, arrays = _inputs(key, i)
+    name = RULES[key].name
     xs = [leaf(a) for a in arrays]
 
     def fn(*args: ag.Tensor) -> ag.Tensor:
@@ -155,10 +164,11 @@ def test_gradcheck(name: str, i: int) -> None:
     assert ag.gradgradcheck(fn, xs)
 
 
-@pytest.mark.parametrize(("name", "i"), CASES)
-def test_against_torch(name: str, i: int) -> None:
+@pytest.mark.parametrize(("key", "i"), CASES)
+def test_against_torch(key: str, i: int) -> None:
     torch = pytest.importorskip("torch")
-    case, arrays = _inputs(name, i)
+    case, arrays = _inputs(key, i)
+    name = RULES[key].name
     ts = [torch.tensor(a, requires_grad=True) for a in arrays]
     assert case.theirs(torch, *ts).grad_fn.name() == name  # the node is PyTorch's
 

@@ -78,7 +78,8 @@ class RuleNode(Node):
 SAVES_INPUT = (Saved("saved"),)
 SAVES_OUTPUT = (Saved("saved", output=True),)
 
-#: Every declared rule, by node name. Invariant: RULES[r.name] is r for every Rule r.
+#: Every declared rule, by key (its node name, and its variant if any).
+#: Invariant: RULES[r.key] is r for every Rule r.
 RULES: dict[str, Rule] = {}
 
 
@@ -102,20 +103,23 @@ class Rule:
     ``grads[i]`` is the formula of input ``i`` (the ``i``-th tensor given to
     :meth:`record`); ``saves`` the tensors kept, strings meaning ``Saved(name)``
     and ``"result"`` meaning ``Saved("result", output=True)``; ``keeps`` the
-    names of non-tensor values (numbers, shapes) kept as they are. ``base`` is a
-    Node subclass to derive from (engine flags such as ``runs_without_grads``).
+    names of non-tensor values (numbers, shapes) kept as they are. ``variant``
+    names a second rule with the same node name (``AddBackward0`` with an alpha): its
+    key in ``RULES`` is ``"name (variant)"``.
     """
 
     node_cls: type[RuleNode]
 
     def __init__(self, name: str, *grads: Formula, saves: Sequence[Saved | str] = (),
                  keeps: Sequence[str] = (), whole: Whole | None = None,
-                 doc: str | None = None) -> None:
-        if name in RULES:
-            raise ValueError(f"Rule: a rule named {name!r} is already declared")
+                 doc: str | None = None, variant: str | None = None) -> None:
+        key = name if variant is None else f"{name} ({variant})"
+        if key in RULES:
+            raise ValueError(f"Rule: a rule {key!r} is already declared")
         if (whole is None) == (not grads):
             raise TypeError(f"Rule {name}: give one formula per input, or whole=, not both")
         self.name = name
+        self.key = key
         self.grads = grads
         self.whole = whole
         self.saves = tuple(_saved(s) for s in saves)
@@ -127,10 +131,10 @@ class Rule:
             raise ValueError(f"Rule {name}: saves and keeps repeat a name: {names}")
         self.node_cls = self._make_class(doc)
         self.unary = self._make_unary()
-        RULES[name] = self
+        RULES[key] = self
 
     def __repr__(self) -> str:
-        return f"Rule({self.name!r})"
+        return f"Rule({self.key!r})"
 
     # ---- the generated node class ----
 
@@ -168,6 +172,8 @@ class Rule:
         grads = self.grads
         if len(grads) == 1 and not keep_get and len(self.saves) <= 1:
             return _apply_one(grads[0], self.saves[0] if self.saves else None)
+        if len(grads) == 2 and not keep_get and not self.saves:
+            return _apply_two(grads[0], grads[1])
         unpackers = [_unpacker(s) for s in self.saves]
 
         def apply(node: RuleNode, gs: list[Any], create_graph: bool) -> Any:
@@ -283,3 +289,14 @@ def _apply_one(formula: Formula, spec: Saved | None
         return (formula(grads[0], get(node).unpack(node, create_graph)),)
 
     return apply_saved
+
+
+def _apply_two(first: Formula, second: Formula) -> Callable[[RuleNode, list[Any], bool], Any]:
+    """``apply`` of a two-input rule that saves nothing (``a + b``): no loop."""
+
+    def apply_two(node: RuleNode, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        e0, e1 = node.next_edges
+        return (None if e0 is None else first(g), None if e1 is None else second(g))
+
+    return apply_two

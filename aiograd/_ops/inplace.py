@@ -42,12 +42,12 @@ from ._record import (
     scalar_or_tensor,
 )
 from .arithmetic import (
+    AddAlphaBackward0,
     AddBackward0,
     DivBackward0,
     MulBackward0,
+    SubAlphaBackward0,
     SubBackward0,
-    _AddAlphaBackward0,
-    _SubAlphaBackward0,
     check_sub_bool,
     combine_alpha,
     wrap_int,
@@ -199,16 +199,14 @@ def _add_or_sub_(t: Tensor, other: Any, alpha: Any, subtract: bool) -> Tensor:
     if type(alpha) is int and alpha == 1:
         (xp.subtract if subtract else xp.add)(t.data, wrap_int(t.data, operand), out=t.data,
                                                casting="unsafe")
-        node = None if edges is None else (SubBackward0 if subtract else AddBackward0)(edges)
+        rule = SubBackward0 if subtract else AddBackward0
+        node = None if edges is None else rule.make(edges)
         return commit_inplace(t, node)
     # computed as out-of-place add(alpha=) computes it, then cast into t
     data = combine_alpha(t, operand if other_t is None else other_t, alpha, subtract)
     xp.copyto(t.data, data, casting="unsafe")
-    node = None
-    if edges is not None:
-        node = (_SubAlphaBackward0 if subtract else _AddAlphaBackward0)(edges)
-        node.alpha = alpha
-    return commit_inplace(t, node)
+    rule = SubAlphaBackward0 if subtract else AddAlphaBackward0
+    return commit_inplace(t, None if edges is None else rule.make(edges, (), (alpha,)))
 
 
 def mul_(t: Tensor, other: Any) -> Tensor:
