@@ -54,6 +54,7 @@ from ._record import (
 )
 from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, Saved
 from .arithmetic import (
+    _identity,
     _promoted,
     broadcast_error,
     broadcast_error_among,
@@ -63,8 +64,6 @@ from .arithmetic import (
 )
 from .arithmetic import pow as _pow
 from .inplace import (
-    CloneBackward0,
-    ZeroBackward0,
     _can_cast,
     check_inplace,
     commit_inplace,
@@ -192,14 +191,6 @@ def bitwise_not_(a: Tensor) -> Tensor:
     return _write_untracked(a, a.device.xp.invert(a.data))
 
 
-def _record_stateless(node_cls: type[Node], a: Tensor, data: Any) -> Tensor:
-    """``data`` as the result of ``node_cls`` (which saves nothing) applied to ``a``."""
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    return record(node_cls(edges), data, a.device)
-
-
 def _not_implemented(kernel: str, dtype: numpy.dtype) -> NotImplementedError:
     return NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dtype)}'")
 
@@ -250,37 +241,21 @@ rsqrt_ = _unary_(rsqrt, "result")
 
 # ---- floor / ceil / round / trunc / frac ----
 
-class FloorBackward0(ZeroBackward0):
-    """Piecewise constant: the gradient is zero, as PyTorch's."""
-
-    __slots__ = ()
-
-
-class CeilBackward0(ZeroBackward0):
-    __slots__ = ()
+def _zeros_rule(name: str) -> Rule:
+    return Rule(name, _dual.zeros_of, doc="Piecewise constant: the gradient is zero, as "
+                                          "PyTorch's.")
 
 
-class TruncBackward0(ZeroBackward0):
-    __slots__ = ()
+FloorBackward0 = _zeros_rule("FloorBackward0")
+CeilBackward0 = _zeros_rule("CeilBackward0")
+TruncBackward0 = _zeros_rule("TruncBackward0")
+RoundBackward0 = _zeros_rule("RoundBackward0")
+RoundBackward1 = _zeros_rule("RoundBackward1")  # round(x, decimals=d)
+FracBackward0 = Rule("FracBackward0", _identity,
+                     doc="``x - trunc(x)``: the gradient passes through, as PyTorch's.")
 
 
-class RoundBackward0(ZeroBackward0):
-    __slots__ = ()
-
-
-class RoundBackward1(ZeroBackward0):
-    """``round(x, decimals=d)``: zero gradient."""
-
-    __slots__ = ()
-
-
-class FracBackward0(CloneBackward0):
-    """``x - trunc(x)``: the gradient passes through, as PyTorch's."""
-
-    __slots__ = ()
-
-
-def _rounding(name: str, kernel: str, node_cls: type[Node]) -> Callable[[Tensor], Tensor]:
+def _rounding(name: str, kernel: str, rule: Rule) -> Callable[[Tensor], Tensor]:
     """The op ``name`` (NumPy's ufunc ``kernel``): an integer tensor gives a copy of its
     values, a bool one raises, as PyTorch."""
 
@@ -290,7 +265,7 @@ def _rounding(name: str, kernel: str, node_cls: type[Node]) -> Callable[[Tensor]
             raise _not_implemented(f"{name}_vml_{a.device.type}", x.dtype)
         if x.dtype.kind in "iu":
             return plain(x.copy(), a.device)
-        return _record_stateless(node_cls, a, getattr(a.device.xp, kernel)(x))
+        return rule.unary(a, getattr(a.device.xp, kernel)(x))
 
     rounding.__name__ = name
     rounding.__doc__ = f"Elementwise {name}, with a zero gradient (as PyTorch's)."
@@ -316,7 +291,7 @@ def round(a: Tensor, *, decimals: int | None = None) -> Tensor:  # noqa: A001
     wide = x.astype(opmath(x.dtype), copy=False)
     scale = wide.dtype.type(10.0 ** -decimals if decimals < 0 else 10.0 ** decimals)
     data = xp.rint(wide / scale) * scale if decimals < 0 else xp.rint(wide * scale) / scale
-    return _record_stateless(RoundBackward1, a, data.astype(x.dtype, copy=False))
+    return RoundBackward1.unary(a, data.astype(x.dtype, copy=False))
 
 
 def frac(a: Tensor) -> Tensor:
@@ -324,7 +299,7 @@ def frac(a: Tensor) -> Tensor:
     x = a.data
     if x.dtype.kind != "f":
         raise _not_implemented(f"frac_{a.device.type}", x.dtype)
-    return _record_stateless(FracBackward0, a, _dual.quietly(_frac_data, x))  # inf - inf
+    return FracBackward0.unary(a, _dual.quietly(_frac_data, x))  # inf - inf
 
 
 def _frac_data(x: Any) -> Any:
@@ -537,16 +512,10 @@ def hypot_(a: Tensor, other: Tensor) -> Tensor:
 
 # ---- fmod / remainder ----
 
-class FmodBackward0(CloneBackward0):
-    """``fmod(x, number)``: the gradient passes through."""
-
-    __slots__ = ()
-
-
-class RemainderBackward0(CloneBackward0):
-    """``remainder(x, number)``: the gradient passes through."""
-
-    __slots__ = ()
+FmodBackward0 = Rule("FmodBackward0", _identity,
+                     doc="``fmod(x, number)``: the gradient passes through.")
+RemainderBackward0 = Rule("RemainderBackward0", _identity,
+                          doc="``remainder(x, number)``: the gradient passes through.")
 
 
 class FmodBackward1(Node):
@@ -638,8 +607,8 @@ def _modulo(name: str, kernel: Callable[[Any, Any], Any], a: Any, other: Any) ->
     if edges is None:
         return plain(data, dev)
     if type(other) is not Tensor:
-        return record((FmodBackward0 if name == "fmod" else RemainderBackward0)(edges), data,
-                      dev)
+        return record((FmodBackward0 if name == "fmod" else RemainderBackward0).make(edges),
+                      data, dev)
     node = (FmodBackward1 if name == "fmod" else RemainderBackward1)(edges)
     node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
     return record(node, data, dev)
@@ -653,7 +622,10 @@ def _remainder_of_number(number: Any, t: Tensor) -> Tensor:
     if x.dtype.kind in "iu" and not t.device.xp.all(x != 0):
         raise RuntimeError("ZeroDivisionError")
     data = _dual.quietly(_remainder_data, wrap_int(x, number), x)
-    return _record_stateless(_RemainderOfNumber, t, data)
+    edges = edges_of(t)
+    if edges is None:
+        return plain(data, t.device)
+    return record(_RemainderOfNumber(edges), data, t.device)
 
 
 def fmod(input: Tensor, other: Any) -> Tensor:  # noqa: A002
