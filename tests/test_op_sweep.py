@@ -106,6 +106,8 @@ SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if an
                           kinks=(-1.5, 0.0, 1.5), linear=True),
     "RemainderBackward0": Case(lambda lib, x: lib.remainder(x, 1.5), UNARY_SHAPES,
                                kinks=(-1.5, 0.0, 1.5), linear=True),
+    "ToCopyBackward0": Case(lambda lib, x: x.to(lib.float64, copy=True), UNARY_SHAPES,
+                            linear=True),
     "RsubBackward1": Case(lambda lib, x: 2.0 - x, UNARY_SHAPES, linear=True),
     "NegBackward0": Case(lambda lib, x: -x, UNARY_SHAPES, linear=True),
     "ExpBackward0": _unary("exp"),
