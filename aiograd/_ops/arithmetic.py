@@ -23,7 +23,6 @@ import numpy
 from .. import _defaults
 from .._tensor import Tensor, checked_fill, scalar_type_name
 from ..graph._node import Node
-from ..graph._saved import ERR_BACKWARD_TWICE
 from . import _dual
 from ._promote import result_type
 from ._record import (
@@ -36,6 +35,7 @@ from ._record import (
     scalar_or_tensor,
     tensor_arg,
 )
+from ._rule import Rule, Saved, identity, negated
 
 # ---- type promotion ----
 
@@ -91,63 +91,15 @@ def check_sub_bool(a: Any, b: Any) -> None:
 
 # ---- add / sub ----
 
-class AddBackward0(Node):
-    """``a + b``: None for an input that needs no gradient (what post-hooks see)."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (g if edges[0] is not None else None, g if edges[1] is not None else None)
-
-
-class SubBackward0(Node):
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (g if edges[0] is not None else None, -g if edges[1] is not None else None)
-
-
-class _AddAlphaBackward0(AddBackward0):
-    """``a + alpha * b`` (``add(a, b, alpha=...)``): PyTorch's AddBackward0 with its alpha."""
-
-    __slots__ = ("alpha",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (g if edges[0] is not None else None,
-                g * self.alpha if edges[1] is not None else None)
-
-    def name(self) -> str:
-        return "AddBackward0"
-
-
-class _SubAlphaBackward0(SubBackward0):
-    """``a - alpha * b`` (``sub(a, b, alpha=...)``): PyTorch's SubBackward0 with its alpha."""
-
-    __slots__ = ("alpha",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (g if edges[0] is not None else None,
-                -g * self.alpha if edges[1] is not None else None)
-
-    def name(self) -> str:
-        return "SubBackward0"
-
-
-class RsubBackward1(Node):
-    """``number - tensor``."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (-grads[0],)
+# A None gradient for an input that needs none (what post-hooks see).
+AddBackward0 = Rule("AddBackward0", identity, identity, doc="``a + b``.")
+SubBackward0 = Rule("SubBackward0", identity, negated, doc="``a - b``.")
+RsubBackward1 = Rule("RsubBackward1", negated, doc="``number - tensor``.")
+# ``add(a, b, alpha=...)``, ``sub(a, b, alpha=...)``: PyTorch's nodes, keeping the alpha.
+AddAlphaBackward0 = Rule("AddBackward0", lambda g, alpha: g, lambda g, alpha: g * alpha,
+                         keeps=("alpha",), variant="alpha", doc="``a + alpha * b``.")
+SubAlphaBackward0 = Rule("SubBackward0", lambda g, alpha: g, lambda g, alpha: -g * alpha,
+                         keeps=("alpha",), variant="alpha", doc="``a - alpha * b``.")
 
 
 def add(a: Tensor, b: Any) -> Tensor:
@@ -168,7 +120,7 @@ def add(a: Tensor, b: Any) -> Tensor:
         edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
-    return record(AddBackward0(edges), data, dev)
+    return record(AddBackward0.node_cls(edges), data, dev)
 
 
 def sub(a: Tensor, b: Any) -> Tensor:
@@ -192,14 +144,14 @@ def sub(a: Tensor, b: Any) -> Tensor:
         edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
-    return record(SubBackward0(edges), data, dev)
+    return record(SubBackward0.node_cls(edges), data, dev)
 
 
 def add_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
     """``a + alpha * b`` (``torch.add``): one AddBackward0 node, its ``b`` gradient scaled."""
     if type(alpha) is int and alpha == 1:
         return add(a, b)
-    return _with_alpha(_AddAlphaBackward0, a, b, alpha, subtract=False)
+    return _with_alpha(AddAlphaBackward0, a, b, alpha, subtract=False)
 
 
 def sub_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
@@ -207,7 +159,7 @@ def sub_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
     if type(alpha) is int and alpha == 1:
         return sub(a, b)
     check_sub_bool(a, scalar_or_tensor(b, a))
-    return _with_alpha(_SubAlphaBackward0, a, b, alpha, subtract=True)
+    return _with_alpha(SubAlphaBackward0, a, b, alpha, subtract=True)
 
 
 def opmath(dtype: numpy.dtype) -> numpy.dtype:
@@ -242,8 +194,8 @@ def combine_alpha(a: Tensor, b: Any, alpha: Any, subtract: bool) -> Any:
     return data.astype(rt, copy=False)
 
 
-def _with_alpha(node_cls: type[Node], a: Tensor, b: Any, alpha: Any, subtract: bool) -> Tensor:
-    """``a + alpha * b`` (``a - alpha * b``) recorded as one ``node_cls`` node over ``a``
+def _with_alpha(rule: Rule, a: Tensor, b: Any, alpha: Any, subtract: bool) -> Tensor:
+    """``a + alpha * b`` (``a - alpha * b``) recorded as one ``rule`` node over ``a``
     and ``b``."""
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
@@ -255,9 +207,7 @@ def _with_alpha(node_cls: type[Node], a: Tensor, b: Any, alpha: Any, subtract: b
     data = combine_alpha(a, b, alpha, subtract)
     if edges is None:
         return plain(data, dev)
-    node = node_cls(edges)
-    node.alpha = alpha
-    return record(node, data, dev)
+    return record(rule.make(edges, (), (alpha,)), data, dev)
 
 
 def rsub(a: Tensor, b: Any) -> Tensor:
@@ -266,42 +216,19 @@ def rsub(a: Tensor, b: Any) -> Tensor:
         return sub(b, a)
     check_sub_bool(a, b)
     data = wrap_int(a.data, b) - _with_number(a.data, b)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    return record(RsubBackward1(edges), data, a.device)
+    return RsubBackward1.unary(a, data)
 
 
 # ---- mul / div ----
 
-# A released node's number operand: PyTorch saves it as a tensor and frees it with the
-# graph, so a second backward through ``x * 2`` or ``x / 2`` raises there too.
-_FREED = object()
-
-
-class MulBackward0(Node):
-    """``a * b``; with a number ``b`` only ``scalar`` is kept."""
-
-    __slots__ = ("self_", "other", "scalar")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        scalar = self.scalar
-        if scalar is not None:
-            if scalar is _FREED:
-                raise RuntimeError(ERR_BACKWARD_TWICE)
-            return (g * scalar, None)
-        edges = self.next_edges
-        ga = g * self.other.unpack(self, create_graph) if edges[0] is not None else None
-        gb = g * self.self_.unpack(self, create_graph) if edges[1] is not None else None
-        return (ga, gb)
-
-    def release_variables(self) -> None:
-        if self.scalar is not None:
-            self.scalar = _FREED
-        for saved in (self.self_, self.other):
-            if saved is not None:
-                saved.release()
+MulBackward0 = Rule(
+    "MulBackward0", lambda g, other, self_: g * other, lambda g, other, self_: g * self_,
+    saves=(Saved("other", only_for=0), Saved("self_", only_for=1)), doc="``a * b``.")
+# With a number ``b`` only the number is kept; PyTorch saves it as a tensor and frees it
+# with the graph, so a second backward through ``x * 2`` or ``x / 2`` raises there too.
+MulByNumberBackward0 = Rule("MulBackward0", operator.mul, None,
+                            keeps=("scalar",), variant="number", frees_keeps=True,
+                            doc="``a * number``.")
 
 
 def mul(a: Tensor, b: Any) -> Tensor:
@@ -318,58 +245,31 @@ def mul(a: Tensor, b: Any) -> Tensor:
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
-        node = MulBackward0(edges)
-        node.other = save(b) if edges[0] is not None else None
-        node.self_ = save(a) if edges[1] is not None else None
-        node.scalar = None
-        return record(node, data, dev)
+        return record(MulBackward0.make(edges, (b, a)), data, dev)
     data = _with_number(a.data, b) * wrap_int(a.data, b)
     edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)
-    node = MulBackward0(edges)
-    node.other = node.self_ = None
-    node.scalar = b
-    return record(node, data, a.device)
+    return record(MulByNumberBackward0.make(edges, (), (b,)), data, a.device)
 
 
-class DivBackward0(Node):
-    """``a / b``: ``g / b`` and ``-g * ((a / b) / b)``, PyTorch's formulas (``b * b``
-    would make the second derivative NaN at ``b == 0``, where PyTorch's is inf).
+# ---- trickier grads: division ----
+# ``g / b`` and ``-g * ((a / b) / b)``, PyTorch's formulas (``b * b`` would make the second
+# derivative NaN at ``b == 0``, where PyTorch's is inf). See Note [Silent singular points].
 
-    A number divisor is kept in ``scalar``, a number dividend in ``numer``.
-    """
+@numpy.errstate(all="ignore")  # b == 0
+def _div_grad_self(g: Any, other: Any, self_: Any) -> Any:
+    return g / other
 
-    __slots__ = ("self_", "other", "scalar", "numer")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        scalar = self.scalar
-        if scalar is not None:
-            if scalar is _FREED:
-                raise RuntimeError(ERR_BACKWARD_TWICE)
-            return (g / scalar if scalar != 0 else _divide(g, scalar), None)
-        return self._by_tensor(g, create_graph)
+@numpy.errstate(all="ignore")  # b == 0
+def _div_grad_other(g: Any, other: Any, self_: Any) -> Any:
+    return -g * ((self_ / other) / other)
 
-    @numpy.errstate(all="ignore")  # b == 0. See Note [Silent singular points].
-    def _by_tensor(self, g: Any, create_graph: bool) -> Any:
-        b = self.other.unpack(self, create_graph)
-        if self.numer is not None:  # number / tensor
-            return (-g * ((self.numer / b) / b),)
-        edges = self.next_edges
-        ga = g / b if edges[0] is not None else None
-        gb = None
-        if edges[1] is not None:
-            a = self.self_.unpack(self, create_graph)
-            gb = -g * ((a / b) / b)
-        return (ga, gb)
 
-    def release_variables(self) -> None:
-        if self.scalar is not None:
-            self.scalar = _FREED
-        for saved in (self.self_, self.other):
-            if saved is not None:
-                saved.release()
+@numpy.errstate(all="ignore")  # b == 0
+def _rdiv_grad(g: Any, other: Any, numer: Any) -> Any:
+    return -g * ((numer / other) / other)
 
 
 @numpy.errstate(all="ignore")
@@ -378,10 +278,16 @@ def _divide(x: Any, y: Any) -> Any:
     return x / y
 
 
-def _div_node(edges: Any, self_: Any, other: Any, scalar: Any, numer: Any) -> DivBackward0:
-    node = DivBackward0(edges)
-    node.self_, node.other, node.scalar, node.numer = self_, other, scalar, numer
-    return node
+def _div_by_number_grad(g: Any, scalar: Any) -> Any:
+    return g / scalar if scalar != 0 else _divide(g, scalar)
+
+
+DivBackward0 = Rule("DivBackward0", _div_grad_self, _div_grad_other,
+                    saves=("other", Saved("self_", only_for=1)), doc="``a / b``.")
+DivByNumberBackward0 = Rule("DivBackward0", _div_by_number_grad, None, keeps=("scalar",),
+                            variant="number", frees_keeps=True, doc="``a / number``.")
+RdivBackward0 = Rule("DivBackward0", _rdiv_grad, saves=("other",), keeps=("numer",),
+                     variant="number dividend", doc="``number / a``.")
 
 
 def div(a: Tensor, b: Any) -> Tensor:
@@ -398,15 +304,13 @@ def div(a: Tensor, b: Any) -> Tensor:
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
-        other = save(b)  # before self_: PyTorch's order of saving
-        self_ = save(a) if edges[1] is not None else None
-        return record(_div_node(edges, self_, other, None, None), data, dev)
+        return record(DivBackward0.make(edges, (b, a)), data, dev)  # PyTorch's order of saving
     x = a.data if a.data.dtype.kind not in "biu" else a.data.astype(_defaults.FLOAT)
     data = x / b if b != 0 else _divide(x, b)
     edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)
-    return record(_div_node(edges, None, None, b, None), data, a.device)
+    return record(DivByNumberBackward0.make(edges, (), (b,)), data, a.device)
 
 
 def rdiv(a: Tensor, b: Any) -> Tensor:
@@ -416,19 +320,12 @@ def rdiv(a: Tensor, b: Any) -> Tensor:
         return div(b, a)
     x = a.data
     data = _divide(b, x if x.dtype.kind not in "biu" else x.astype(_defaults.FLOAT))
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    return record(_div_node(edges, None, save(a), None, b), data, a.device)
+    return RdivBackward0.record((a,), data, a.device, (a,), (b,))
 
 
 # ---- neg / pow ----
 
-class NegBackward0(Node):
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (-grads[0],)
+NegBackward0 = Rule("NegBackward0", negated, doc="``-a``.")
 
 
 def neg(a: Tensor) -> Tensor:
@@ -436,11 +333,7 @@ def neg(a: Tensor) -> Tensor:
         raise RuntimeError(
             "Negation, the `-` operator, on a bool tensor is not supported. If you are "
             "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
-    data = -a.data
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    return record(NegBackward0(edges), data, a.device)
+    return NegBackward0.unary(a, -a.data)
 
 
 def _whole(e: int | float, low: int) -> bool:
