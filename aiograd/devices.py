@@ -50,6 +50,11 @@ class DeviceBackend:
     xp: Any = numpy
     #: whether this backend has streams (the engine skips stream work if not)
     has_streams: bool = False
+    #: the exact type of this backend's arrays, if every array of that type is one
+    #: of its arrays (then ``owns`` is True for it); None if there is no such type
+    #: (yet). :func:`device_of_array` finds the backend of such an array with one dict
+    #: lookup (Note [Device fast paths] in ``engine/evaluate.py``).
+    array_type: type | None = None
 
     def device_count(self) -> int:
         raise NotImplementedError
@@ -175,6 +180,10 @@ class CUDABackend(DeviceBackend):
     def is_initialized(self) -> bool:
         return self._cupy is not None
 
+    @property
+    def array_type(self) -> type | None:  # type: ignore[override]
+        return None if self._cupy is None else self._cupy.ndarray
+
     def owns(self, array: Any) -> bool:
         return self._cupy is not None and isinstance(array, self._cupy.ndarray)
 
@@ -275,6 +284,10 @@ _lock = threading.Lock()
 # Invariant (under _lock for writers): _devices[(t, i)].backend is _backends[t].
 _backends: dict[str, DeviceBackend] = {}
 _devices: dict[tuple[str, int], Device] = {}
+# The backend of arrays of exactly a type (its ``array_type``): filled by
+# device_of_array, under _lock, with registered backends only; cleared whenever
+# the registry changes. Read without the lock (one dict lookup).
+_by_type: dict[type, DeviceBackend] = {}
 # Devices of unregistered backends, kept by name with their backend, so that
 # registering the same backend object again gives back the same (interned)
 # Device objects, and with them the engine's workers for those devices.
@@ -299,6 +312,7 @@ def register_backend(backend: DeviceBackend) -> None:
         if name in _backends and name in ("cpu", "cuda"):
             raise ValueError(f"the built-in backend {name!r} cannot be replaced")
         _backends[name] = backend
+        _by_type.clear()
         for key in [k for k in _devices if k[0] == name]:
             del _devices[key]
         retired = _retired.pop(name, None)
@@ -322,6 +336,7 @@ def unregister_backend(name: str) -> None:
         raise ValueError(f"the built-in backend {name!r} cannot be removed")
     with _lock:
         backend = _backends.pop(name, None)
+        _by_type.clear()
         found = {k: d for k, d in _devices.items() if k[0] == name}
         for key in found:
             del _devices[key]
@@ -387,15 +402,34 @@ def device(spec: str | Device | None = None, index: int | None = None) -> Device
 
 
 def device_of_array(array: Any) -> Device:
-    """The device of an array of any registered backend."""
-    if isinstance(array, numpy.ndarray) and type(array) is numpy.ndarray:
+    """The device of an array of any registered backend.
+
+    An array of exactly a backend's ``array_type`` is found by its type alone
+    (``_by_type``); any other goes through every backend's ``owns``.
+    """
+    kind = type(array)
+    if kind is numpy.ndarray:
         return CPU
+    backend = _by_type.get(kind)
+    if backend is not None:
+        index = backend.device_index(array)
+        found = _devices.get((backend.name, index))
+        return found if found is not None else device(backend.name, index)
     for name, backend in list(_backends.items()):
         if name != "cpu" and backend.owns(array):
+            if backend.array_type is kind:
+                _remember_type(kind, backend)
             return device(name, backend.device_index(array))
     if isinstance(array, (numpy.ndarray, numpy.generic)):
         return CPU
     raise TypeError(f"not an array of any registered device backend: {type(array).__name__}")
+
+
+def _remember_type(kind: type, backend: DeviceBackend) -> None:
+    """Map ``kind`` to ``backend`` in ``_by_type``, if it is still registered."""
+    with _lock:
+        if _backends.get(backend.name) is backend:
+            _by_type[kind] = backend
 
 
 _backends["cpu"] = CPUBackend()

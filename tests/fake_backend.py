@@ -297,6 +297,7 @@ class FakeBackend(DeviceBackend):
     """``count`` logical devices named ``name:0`` ... backed by host memory."""
 
     has_streams = True
+    array_type = FakeArray
 
     def __init__(self, count: int = 3, name: str = "fake") -> None:
         self.name = name

@@ -55,6 +55,34 @@ Note [Direct accumulation]
     becomes ``.grad`` without a copy (``_ROUTED_REFS``, Note [Stealing
     gradients]).
 
+Note [Device fast paths]
+    A node of a device with streams pays, on the full path, for a stream guard,
+    ``validate_outputs``, a device lookup per gradient and the general stream
+    sync of ``accumulate`` (issue 22). Each has a fast path with the same
+    result, taken only when it provably changes nothing:
+
+    - the chain shortcut of ``_route`` (and the private heap) on every
+      executor, device workers included: the node made ready is returned when
+      its executor is this one (``_queue_of``) and it would be popped next;
+    - no stream guard when the node's stream is already current on its
+      device: on the device's own worker (``_tls.home``, which runs inside
+      that device's guard for its life) outside nested drives (a node driving
+      a nested backward may have made another device or stream current), if
+      ``current_stream`` is the node's stream. Such a node without hooks or
+      NaN check takes the inline path of ``_drain``;
+    - ``plain_grads``: a gradient of exactly its backend's ``array_type``, of
+      the expected shape, dtype and device index, needs no validation;
+      anything else (a Tensor, a subclass, another shape, dtype or device)
+      still goes through ``validate_outputs``;
+    - ``device_of_array`` finds the backend of an array of exactly a
+      backend's ``array_type`` with one dict lookup;
+    - ``accumulate``: producer and consumer on one stream of the gradient's
+      device (case 2 of Note [Streaming backwards] with nothing to wait for)
+      skip ``_sync``.
+
+    Every multi-stream case (another stream, another device, the caller's
+    current stream) keeps its full path.
+
 """
 
 from __future__ import annotations
@@ -78,9 +106,9 @@ from . import hooks as _hooks
 from .drivers import AsyncDriver
 from .executors import _tls
 from .graph_task import GraphTask
-from .input_buffer import accumulate, node_stream
+from .input_buffer import _same, accumulate, node_stream
 from .ready_queue import ReadyQueue, _ticket
-from .validate import plain_cpu_grads, validate_outputs
+from .validate import plain_grads, validate_outputs
 
 SLICE_SECONDS = 0.002
 _ndarray = numpy.ndarray
@@ -144,6 +172,10 @@ class Evaluator:
         release = not gt.keep_graph
         check_nan = gt.check_nan
         instrumented = gt.exec_info is not None
+        # Note [Device fast paths]: on its worker, outside nested drives, a device is
+        # current; a node whose stream is current too needs no stream guard.
+        home = _tls.home if _tls.depth == 0 else None
+        current_stream: Any = None if home is None else home.backend.current_stream
         evaluate = self._evaluate
         route = self._route
         follow: tuple[Node, list[Any]] | None = None
@@ -197,8 +229,12 @@ class Evaluator:
                         outputs = None
                     else:
                         meta = node.input_metadata
-                        if node.has_hooks or check_nan or (meta and meta[0].stream is not None):
-                            outputs = evaluate(gt, node, inputs)
+                        stream = meta[0].stream if meta else None
+                        if (stream is not None and meta[0].device is home
+                                and _same(current_stream(home.index), stream)):
+                            stream = None  # already current: nothing to guard
+                        if node.has_hooks or check_nan or stream is not None:
+                            outputs = evaluate(gt, node, inputs, stream)
                         else:  # the fast path of _evaluate
                             if inputs and inputs[0] is None and _without_grads(node, inputs):
                                 outputs = (None,) * len(node.next_edges)
@@ -206,7 +242,7 @@ class Evaluator:
                                 outputs = node.apply(inputs, create_graph)
                             if release:
                                 node.release_variables()
-                            if not plain_cpu_grads(node.next_edges, outputs):
+                            if not plain_grads(node.next_edges, outputs):
                                 outputs = validate_outputs(node, outputs)
                 except BaseException as exc:  # noqa: BLE001  (user code: goes to the caller)
                     gt.node_failed(node, exc, 1)
@@ -219,14 +255,14 @@ class Evaluator:
                 _report_node(obs, gt, last, _perf_counter())
         return False
 
-    def _evaluate(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
+    def _evaluate(self, gt: GraphTask, node: Node, inputs: list[Any], stream: Any) -> Any:
         """The per-node pipeline (seed ``call_function``), after the captures: pre-hooks,
-        the function, then ``_finish_outputs``; all with the node's forward stream
-        current, if it has one (Note [Streaming backwards]: all of a node's work is
+        the function, then ``_finish_outputs``; all inside a guard that makes ``stream``
+        current unless it is None: the node's forward stream, if it has one and it is
+        not current already (Note [Streaming backwards]: all of a node's work is
         queued on the stream its forward used, seed: the stream guard in
-        ``evaluate_function``)."""
+        ``evaluate_function``; Note [Device fast paths])."""
         meta = node.input_metadata
-        stream = meta[0].stream if meta else None
         with nullcontext() if stream is None else meta[0].device.backend.stream_guard(stream):
             if node.has_hooks:
                 inputs = _hooks.call_pre_hooks(node, inputs)
@@ -245,7 +281,7 @@ class Evaluator:
         """
         if not gt.keep_graph:
             node.release_variables()
-        if not plain_cpu_grads(node.next_edges, outputs):
+        if not plain_grads(node.next_edges, outputs):
             outputs = validate_outputs(node, outputs)
         if node._post_hooks:
             exec_info = gt.exec_info
@@ -352,10 +388,9 @@ class Evaluator:
             self._accumulate_leaves(gt, leaves)
         if ready is None:
             return None
-        if more is None and heap is not None and queue is gt.cpu_queue:
+        if more is None and heap is not None:
             nxt = ready[0]
-            meta = nxt.input_metadata
-            if (not nxt.is_async and (not meta or meta[0].device is CPU or gt.single_thread)
+            if (not nxt.is_async and self._queue_of(gt, nxt) is queue
                     and (not heap or gt.key_base - nxt.sequence_nr < heap[0][0])):
                 return ready  # it would be popped next anyway
         self._dispatch(gt, ready, queue, heap)
@@ -382,15 +417,18 @@ class Evaluator:
             gt.port.submit(functools.partial(self._run_async_node, gt, nxt, buffer))
             return
         key = gt.key_base - nxt.sequence_nr
-        meta = nxt.input_metadata
-        if not meta or meta[0].device is CPU or gt.single_thread:
-            target = gt.cpu_queue
-        else:
-            target = self.device_queue(meta[0].device)
+        target = self._queue_of(gt, nxt)
         if target is queue and heap is not None:
             _heappush(heap, (key, next(_ticket), gt, nxt, buffer))
         else:
             target.push(key, gt, nxt, buffer)
+
+    def _queue_of(self, gt: GraphTask, node: Node) -> ReadyQueue:
+        """The queue of the executor that runs ``node`` (a sync node) of ``gt``."""
+        meta = node.input_metadata
+        if not meta or meta[0].device is CPU or gt.single_thread:
+            return gt.cpu_queue
+        return self.device_queue(meta[0].device)
 
     async def _run_async_node(self, gt: GraphTask, node: Node, inputs: list[Any]) -> None:
         """Run an ``async def`` backward on the loop, then route its outputs."""

@@ -129,6 +129,9 @@ class _ExecutorState(threading.local):
     depth: int = 0
     #: True on device workers and pool threads (not on user threads)
     engine_thread: bool = False
+    #: on the worker of a device other than the CPU: that device, current on this
+    #: thread for its whole life (Note [Device fast paths] in ``evaluate.py``); else None
+    home: Device | None = None
     #: warnings raised by nodes on this thread go to this list when set
     warnings: list[Any] | None = None
     #: the GraphTask whose slice this thread is running (for a dying worker)
@@ -176,6 +179,7 @@ class Worker:
                 self.engine.run_queue(self.queue, None)
             else:
                 with self.device.backend.device_guard(self.device.index):
+                    _tls.home = self.device
                     self.engine.run_queue(self.queue, None)
         except BaseException as exc:  # noqa: BLE001  (a bug in the engine itself)
             error = exc

@@ -89,7 +89,12 @@ def accumulate(buffer: list[Any], pos: int, grad: Any, consumer: Node,
         device = devices.device_of_array(grad)
     stream = None
     if device.backend.has_streams:
-        stream = _sync(device, consumer.input_metadata[pos], producer)
+        meta = consumer.input_metadata[pos]
+        if (producer is not CURRENT_STREAM and producer is not None and producer[0] is device
+                and meta.device is device and meta.stream is producer[1]):
+            stream = producer[1]  # case 2 on one stream: nothing to wait for
+        else:
+            stream = _sync(device, meta, producer)
     old = buffer[pos]
     if old is None:
         buffer[pos] = grad

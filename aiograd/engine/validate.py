@@ -20,7 +20,7 @@ from .._tensor import Tensor
 from ..devices import CPU, device_of_array
 from ..graph._node import Node
 
-__all__ = ["plain_cpu_grads", "sum_dims", "sum_to_shape", "validate_outputs"]
+__all__ = ["plain_cpu_grads", "plain_grads", "sum_dims", "sum_to_shape", "validate_outputs"]
 
 _ndarray = numpy.ndarray
 
@@ -29,9 +29,14 @@ def _error(fn: Node, msg: str) -> RuntimeError:
     return RuntimeError(f"Function {fn.name()} returned an {msg}")
 
 
-def plain_cpu_grads(edges: tuple[Any, ...], grads: Any) -> bool:
-    """True if ``grads`` need no fixing: one per edge, each None or a NumPy array of
-    exactly the shape and dtype its CPU consumer expects (else ``validate_outputs``)."""
+def plain_grads(edges: tuple[Any, ...], grads: Any) -> bool:
+    """True if ``grads`` need no fixing: one per edge, each None or an array of exactly
+    the shape, dtype and device its consumer expects (else ``validate_outputs``).
+
+    A plain array is a NumPy array for a CPU consumer, or, for a device consumer,
+    one of exactly its backend's ``array_type`` (Note [Device fast paths] in
+    ``evaluate.py``); Tensors and other types always go through validation.
+    """
     if len(grads) != len(edges):
         return False
     i = 0
@@ -41,11 +46,22 @@ def plain_cpu_grads(edges: tuple[Any, ...], grads: Any) -> bool:
         if edge is None or grad is None:
             continue
         meta = edge[0].input_metadata[edge[1]]
-        if (type(grad) is not _ndarray or grad.shape != meta.shape
-                or grad.dtype is not meta.dtype and grad.dtype != meta.dtype
-                or meta.device is not CPU):
+        kind = type(grad)
+        if kind is _ndarray:
+            if meta.device is not CPU:
+                return False
+        else:
+            dev = meta.device
+            backend = dev.backend
+            if kind is not backend.array_type or backend.device_index(grad) != dev.index:
+                return False
+        if grad.shape != meta.shape or grad.dtype is not meta.dtype and grad.dtype != meta.dtype:
             return False
     return True
+
+
+#: the former name, still imported by ``aiograd/autograd.py``
+plain_cpu_grads = plain_grads
 
 
 def validate_outputs(fn: Node, grads: Sequence[Any]) -> list[Any]:
