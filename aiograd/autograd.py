@@ -25,7 +25,7 @@ from .engine._bridge import running_loop_library
 from .engine.drivers import multithreading_enabled
 from .engine.graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .engine.input_buffer import CURRENT_STREAM, accumulate
-from .engine.validate import plain_cpu_grads, validate_outputs
+from .engine.validate import plain_grads, validate_outputs
 from .graph._node import GradientEdge, GraphRoot, Node, gradient_edge
 
 __all__ = [
@@ -231,7 +231,7 @@ def _make_task(
         _warned_once()
         warn_user(_CREATE_GRAPH_WARNING)
     edges = tuple(root_edges)
-    if not plain_cpu_grads(edges, grads):  # else there is nothing to check or fix
+    if not plain_grads(edges, grads):  # else there is nothing to check or fix
         grads = validate_outputs(GraphRoot(edges, grads), grads)
     if len(edges) == 1:
         node, input_nr = edges[0]  # type: ignore[misc]

@@ -20,7 +20,7 @@ from .._tensor import Tensor
 from ..devices import CPU, device_of_array
 from ..graph._node import Node
 
-__all__ = ["plain_cpu_grads", "plain_grads", "sum_dims", "sum_to_shape", "validate_outputs"]
+__all__ = ["plain_grads", "sum_dims", "sum_to_shape", "validate_outputs"]
 
 _ndarray = numpy.ndarray
 
@@ -60,8 +60,6 @@ def plain_grads(edges: tuple[Any, ...], grads: Any) -> bool:
     return True
 
 
-#: the former name, still imported by ``aiograd/autograd.py``
-plain_cpu_grads = plain_grads
 
 
 def validate_outputs(fn: Node, grads: Sequence[Any]) -> list[Any]:
