@@ -22,9 +22,10 @@ from ._tensor import Tensor, zeros_like
 from .engine import engine as _engine_mod
 from .engine._bridge import running_loop_library
 from .engine.engine import multithreading_enabled
-from .engine.graph_task import GraphTask, checkpoint_valid, current_graph_task
+from .engine.graph_task import GraphTask
 from .engine.input_buffer import CURRENT_STREAM, accumulate
 from .engine.validate import plain_cpu_grads, validate_outputs
+from .graph._context import checkpoint_valid, current_graph_task
 from .graph._node import GradientEdge, GraphRoot, Node, gradient_edge
 
 __all__ = [
@@ -258,10 +259,10 @@ def _make_task(
 
 
 def _results(gt: GraphTask, *, allow_unused: bool, zeros_for: list[Any] | None,
-             create_graph: bool) -> tuple[Any, ...]:
+             create_graph: bool) -> tuple[Tensor | None, ...]:
     """``grad()``'s results: the captured gradients; for an unused input None, or
     zeros like it with ``materialize_grads`` (``zeros_for`` lists the inputs)."""
-    out = []
+    out: list[Tensor | None] = []
     for i, g in enumerate(gt.captured):
         if g is None:
             if not allow_unused:
@@ -368,7 +369,9 @@ def _set_deadline(gt: GraphTask, deadline: float | None, name: str) -> None:
 # ---- grad ----
 
 def _grad_task(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
-               create_graph: bool, allow_unused: bool | None, materialize_grads: bool) -> Any:
+               create_graph: bool, allow_unused: bool | None, materialize_grads: bool,
+               ) -> tuple[tuple[GraphTask, contextvars.Context],
+                          Callable[[GraphTask], tuple[Tensor | None, ...]]]:
     """The GraphTask of a ``grad()`` call, its context, and how to give out its results."""
     if allow_unused is not None and not isinstance(allow_unused, bool):
         raise TypeError(f"allow_unused must be a bool, got {type(allow_unused).__name__}")
@@ -434,7 +437,7 @@ async def _grad_async(
                                     allow_unused, materialize_grads)
     _set_deadline(gt, deadline, "grad")
     await _engine_mod.get_engine().run_async(gt, ctx)
-    return results(gt)  # type: ignore[no-any-return]
+    return results(gt)
 
 
 def grad_sync(

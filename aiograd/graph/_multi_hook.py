@@ -78,6 +78,7 @@ class _AllGrads:
 
     def on_grad(self, index: int, grad: Tensor) -> None:
         gt = current_graph_task.get()
+        assert gt is not None, "a multi-grad hook runs only inside a backward pass"
         with self.lock:
             state = self.passes.get(gt)
             if state is None:
@@ -109,6 +110,7 @@ class _AnyGrad:
 
     def on_grad(self, grad: Tensor) -> None:
         gt = current_graph_task.get()
+        assert gt is not None, "a multi-grad hook runs only inside a backward pass"
         with self.lock:
             if gt in self.passes:
                 return

@@ -35,7 +35,7 @@ import sys
 import threading
 import traceback
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._handle import RemovableHandle
@@ -120,6 +120,14 @@ class Node:
     # Invariant: topological_nr == 0 if no next edge, else 1 + max over next nodes.
     topological_nr: int
     input_metadata: tuple[InputMetadata, ...]
+    sequence_nr: int
+    # the hooks and metadata stay None until first registered (most nodes have none)
+    _pre_hooks: list[Callable[[tuple[Any, ...]], Any]] | None
+    _post_hooks: list[Callable[[tuple[Any, ...], tuple[Any, ...]], Any]] | None
+    _tensor_pre_hooks: dict[int, list[Callable[[Any], Any]]] | None
+    _retains_grad_hooks: dict[int, Callable[[Any], None]] | None
+    _metadata: dict[str, Any] | None
+    _anomaly_trace: str | None
 
     def __init__(
         self,
@@ -227,7 +235,7 @@ class Node:
             self._retains_grad_hooks = {}
         self._retains_grad_hooks[output_nr] = fn
 
-    def tensor_pre_hooks(self) -> dict[int, list[Callable[[Any], Any]]] | None:
+    def tensor_pre_hooks(self) -> Mapping[int, Sequence[Callable[[Any], Any]]] | None:
         return self._tensor_pre_hooks
 
     def __call__(self, *grads: Any) -> tuple[Any, ...]:
@@ -294,7 +302,7 @@ class AccumulateGrad(Node):
         var = self._variable()
         return var is not None and bool(var._hooks)
 
-    def tensor_pre_hooks(self) -> dict[int, list[Callable[[Any], Any]]] | None:
+    def tensor_pre_hooks(self) -> Mapping[int, Sequence[Callable[[Any], Any]]] | None:
         var = self._variable()
         hooks = None if var is None else var._hooks
         return {0: hooks} if hooks else None
