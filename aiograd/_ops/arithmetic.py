@@ -36,6 +36,7 @@ from ._record import (
     scalar_or_tensor,
     tensor_arg,
 )
+from ._rule import Rule
 
 # ---- type promotion ----
 
@@ -91,63 +92,23 @@ def check_sub_bool(a: Any, b: Any) -> None:
 
 # ---- add / sub ----
 
-class AddBackward0(Node):
-    """``a + b``: None for an input that needs no gradient (what post-hooks see)."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (g if edges[0] is not None else None, g if edges[1] is not None else None)
+def _identity(g: Any) -> Any:
+    return g
 
 
-class SubBackward0(Node):
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (g if edges[0] is not None else None, -g if edges[1] is not None else None)
+def _negated(g: Any) -> Any:
+    return -g
 
 
-class _AddAlphaBackward0(AddBackward0):
-    """``a + alpha * b`` (``add(a, b, alpha=...)``): PyTorch's AddBackward0 with its alpha."""
-
-    __slots__ = ("alpha",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (g if edges[0] is not None else None,
-                g * self.alpha if edges[1] is not None else None)
-
-    def name(self) -> str:
-        return "AddBackward0"
-
-
-class _SubAlphaBackward0(SubBackward0):
-    """``a - alpha * b`` (``sub(a, b, alpha=...)``): PyTorch's SubBackward0 with its alpha."""
-
-    __slots__ = ("alpha",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (g if edges[0] is not None else None,
-                -g * self.alpha if edges[1] is not None else None)
-
-    def name(self) -> str:
-        return "SubBackward0"
-
-
-class RsubBackward1(Node):
-    """``number - tensor``."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (-grads[0],)
+# A None gradient for an input that needs none (what post-hooks see).
+AddBackward0 = Rule("AddBackward0", _identity, _identity, doc="``a + b``.")
+SubBackward0 = Rule("SubBackward0", _identity, _negated, doc="``a - b``.")
+RsubBackward1 = Rule("RsubBackward1", _negated, doc="``number - tensor``.")
+# ``add(a, b, alpha=...)``, ``sub(a, b, alpha=...)``: PyTorch's nodes, keeping the alpha.
+AddAlphaBackward0 = Rule("AddBackward0", lambda g, alpha: g, lambda g, alpha: g * alpha,
+                         keeps=("alpha",), variant="alpha", doc="``a + alpha * b``.")
+SubAlphaBackward0 = Rule("SubBackward0", lambda g, alpha: g, lambda g, alpha: -g * alpha,
+                         keeps=("alpha",), variant="alpha", doc="``a - alpha * b``.")
 
 
 def add(a: Tensor, b: Any) -> Tensor:
@@ -168,7 +129,7 @@ def add(a: Tensor, b: Any) -> Tensor:
         edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
-    return record(AddBackward0(edges), data, dev)
+    return record(AddBackward0.node_cls(edges), data, dev)
 
 
 def sub(a: Tensor, b: Any) -> Tensor:
@@ -192,14 +153,14 @@ def sub(a: Tensor, b: Any) -> Tensor:
         edges = edges_with_number(a)
     if edges is None:
         return plain(data, dev)
-    return record(SubBackward0(edges), data, dev)
+    return record(SubBackward0.node_cls(edges), data, dev)
 
 
 def add_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
     """``a + alpha * b`` (``torch.add``): one AddBackward0 node, its ``b`` gradient scaled."""
     if type(alpha) is int and alpha == 1:
         return add(a, b)
-    return _with_alpha(_AddAlphaBackward0, a, b, alpha, subtract=False)
+    return _with_alpha(AddAlphaBackward0, a, b, alpha, subtract=False)
 
 
 def sub_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
@@ -207,7 +168,7 @@ def sub_alpha(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
     if type(alpha) is int and alpha == 1:
         return sub(a, b)
     check_sub_bool(a, scalar_or_tensor(b, a))
-    return _with_alpha(_SubAlphaBackward0, a, b, alpha, subtract=True)
+    return _with_alpha(SubAlphaBackward0, a, b, alpha, subtract=True)
 
 
 def opmath(dtype: numpy.dtype) -> numpy.dtype:
@@ -242,8 +203,8 @@ def combine_alpha(a: Tensor, b: Any, alpha: Any, subtract: bool) -> Any:
     return data.astype(rt, copy=False)
 
 
-def _with_alpha(node_cls: type[Node], a: Tensor, b: Any, alpha: Any, subtract: bool) -> Tensor:
-    """``a + alpha * b`` (``a - alpha * b``) recorded as one ``node_cls`` node over ``a``
+def _with_alpha(rule: Rule, a: Tensor, b: Any, alpha: Any, subtract: bool) -> Tensor:
+    """``a + alpha * b`` (``a - alpha * b``) recorded as one ``rule`` node over ``a``
     and ``b``."""
     b = scalar_or_tensor(b, a)
     if type(b) is Tensor:
@@ -255,9 +216,7 @@ def _with_alpha(node_cls: type[Node], a: Tensor, b: Any, alpha: Any, subtract: b
     data = combine_alpha(a, b, alpha, subtract)
     if edges is None:
         return plain(data, dev)
-    node = node_cls(edges)
-    node.alpha = alpha
-    return record(node, data, dev)
+    return record(rule.make(edges, (), (alpha,)), data, dev)
 
 
 def rsub(a: Tensor, b: Any) -> Tensor:
@@ -266,10 +225,7 @@ def rsub(a: Tensor, b: Any) -> Tensor:
         return sub(b, a)
     check_sub_bool(a, b)
     data = wrap_int(a.data, b) - _with_number(a.data, b)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    return record(RsubBackward1(edges), data, a.device)
+    return RsubBackward1.unary(a, data)
 
 
 # ---- mul / div ----
@@ -424,11 +380,7 @@ def rdiv(a: Tensor, b: Any) -> Tensor:
 
 # ---- neg / pow ----
 
-class NegBackward0(Node):
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (-grads[0],)
+NegBackward0 = Rule("NegBackward0", _negated, doc="``-a``.")
 
 
 def neg(a: Tensor) -> Tensor:
@@ -436,11 +388,7 @@ def neg(a: Tensor) -> Tensor:
         raise RuntimeError(
             "Negation, the `-` operator, on a bool tensor is not supported. If you are "
             "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
-    data = -a.data
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    return record(NegBackward0(edges), data, a.device)
+    return NegBackward0.unary(a, -a.data)
 
 
 def _whole(e: int | float, low: int) -> bool:

@@ -20,8 +20,8 @@ import numpy
 from .. import devices
 from .._tensor import Tensor, _resolve_dtype, bool_, float16, float32, float64, int32, int64
 from ..devices import CPU, Device
-from ..graph._node import Node
 from ._record import edges_of, plain, record
+from ._rule import Rule, RuleNode
 
 # ---- moving arrays ----
 
@@ -56,17 +56,19 @@ def _check_available(dst: Device) -> None:
 # ---- to / ToCopyBackward0 ----
 
 
-class ToCopyBackward0(Node):
-    """``a.to(device, dtype)``: the gradient goes back to ``a``'s device and dtype."""
+def _to_copy_grad(node: RuleNode, grads: list[Any], create_graph: bool, src_device: Device,
+                  src_dtype: Any) -> Any:
+    """The gradient goes back to ``a``'s device and dtype (from the device of the node's
+    input metadata: where the result, and so the gradient, lives)."""
+    g = grads[0]
+    if type(g) is Tensor:
+        return (g.to(src_device, src_dtype),)
+    here = node.input_metadata[0].device
+    return (_convert(g, here, src_device, src_dtype),)
 
-    __slots__ = ("src_device", "src_dtype")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if type(g) is Tensor:
-            return (g.to(self.src_device, self.src_dtype),)
-        here = self.input_metadata[0].device
-        return (_convert(g, here, self.src_device, self.src_dtype),)
+ToCopyBackward0 = Rule("ToCopyBackward0", whole=_to_copy_grad, keeps=("src_device", "src_dtype"),
+                       doc="``a.to(device, dtype)``.")
 
 
 def _is_dtype_like(x: Any) -> bool:
@@ -117,10 +119,7 @@ def to(self: Tensor, device: Any = None, dtype: Any = None, non_blocking: bool =
     edges = edges_of(self) if dt.kind == "f" else None
     if edges is None:
         return plain(data, dst)
-    node = ToCopyBackward0(edges)
-    node.src_device = self.device
-    node.src_dtype = self.dtype
-    return record(node, data, dst)
+    return record(ToCopyBackward0.make(edges, (), (self.device, self.dtype)), data, dst)
 
 
 # ---- shorthands ----

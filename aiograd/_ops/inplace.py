@@ -36,18 +36,18 @@ from ._record import (
     check_same_device,
     edges_of,
     edges_with_number,
-    plain,
-    record,
     save,
     scalar_or_tensor,
 )
+from ._rule import Rule
 from .arithmetic import (
+    AddAlphaBackward0,
     AddBackward0,
     DivBackward0,
     MulBackward0,
+    SubAlphaBackward0,
     SubBackward0,
-    _AddAlphaBackward0,
-    _SubAlphaBackward0,
+    _identity,
     check_sub_bool,
     combine_alpha,
     wrap_int,
@@ -199,16 +199,14 @@ def _add_or_sub_(t: Tensor, other: Any, alpha: Any, subtract: bool) -> Tensor:
     if type(alpha) is int and alpha == 1:
         (xp.subtract if subtract else xp.add)(t.data, wrap_int(t.data, operand), out=t.data,
                                                casting="unsafe")
-        node = None if edges is None else (SubBackward0 if subtract else AddBackward0)(edges)
+        rule = SubBackward0 if subtract else AddBackward0
+        node = None if edges is None else rule.make(edges)
         return commit_inplace(t, node)
     # computed as out-of-place add(alpha=) computes it, then cast into t
     data = combine_alpha(t, operand if other_t is None else other_t, alpha, subtract)
     xp.copyto(t.data, data, casting="unsafe")
-    node = None
-    if edges is not None:
-        node = (_SubAlphaBackward0 if subtract else _AddAlphaBackward0)(edges)
-        node.alpha = alpha
-    return commit_inplace(t, node)
+    rule = SubAlphaBackward0 if subtract else AddAlphaBackward0
+    return commit_inplace(t, None if edges is None else rule.make(edges, (), (alpha,)))
 
 
 def mul_(t: Tensor, other: Any) -> Tensor:
@@ -328,41 +326,15 @@ def _bitwise_(name: str) -> Any:
 
 # ---- zero_ / copy_ ----
 
-class ZeroBackward0(Node):
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_dual.zeros_of(grads[0]),)
-
-
-class FillBackward2(ZeroBackward0):
-    """``t.fill_(number)``: t's old value gets zeros."""
-
-    __slots__ = ()
-
-
-class FillBackward3(Node):
-    """``t.fill_(value)`` with a 0-d tensor ``value``: t's old value gets zeros, ``value``
-    the sum of the gradient."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (_dual.zeros_of(g) if edges[0] is not None else None,
-                _dual.sum_dims(g, None) if edges[1] is not None else None)
-
-
-class CopyBackwards(Node):
-    """``t.copy_(src)``: t's old value gets zeros; src the gradient (the engine casts and sums)."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        old = _dual.zeros_of(g) if self.next_edges[0] is not None else None
-        return (old, g)
+ZeroBackward0 = Rule("ZeroBackward0", _dual.zeros_of, doc="``t.zero_()``: zeros for t's old value.")
+FillBackward2 = Rule("FillBackward2", _dual.zeros_of,
+                     doc="``t.fill_(number)``: t's old value gets zeros.")
+FillBackward3 = Rule("FillBackward3", _dual.zeros_of, lambda g: _dual.sum_dims(g, None),
+                     doc="``t.fill_(value)`` with a 0-d tensor ``value``: t's old value gets "
+                         "zeros, ``value`` the sum of the gradient.")
+CopyBackwards = Rule("CopyBackwards", _dual.zeros_of, _identity,
+                     doc="``t.copy_(src)``: t's old value gets zeros; src the gradient (the "
+                         "engine casts and sums).")
 
 
 def zero_(t: Tensor) -> Tensor:
@@ -370,7 +342,7 @@ def zero_(t: Tensor) -> Tensor:
     edges = edges_of(t)
     check_inplace(t, edges)
     t.data.fill(0)
-    return commit_inplace(t, None if edges is None else ZeroBackward0(edges))
+    return commit_inplace(t, None if edges is None else ZeroBackward0.make(edges))
 
 
 def fill_(t: Tensor, value: Any) -> Tensor:
@@ -385,13 +357,13 @@ def fill_(t: Tensor, value: Any) -> Tensor:
         edges = edges_of(t, value) if t.data.dtype.kind == "f" else None
         check_inplace(t, edges)
         t.data[...] = value.data
-        return commit_inplace(t, None if edges is None else FillBackward3(edges))
+        return commit_inplace(t, None if edges is None else FillBackward3.make(edges))
     if not isinstance(value, numbers.Real):
         raise TypeError(f"fill_(): argument 'value' must be a number, not {type(value).__name__}")
     edges = edges_of(t)
     check_inplace(t, edges)
     t.data.fill(checked_fill(value, t.data.dtype))
-    return commit_inplace(t, None if edges is None else FillBackward2(edges))
+    return commit_inplace(t, None if edges is None else FillBackward2.make(edges))
 
 
 def copy_(t: Tensor, src: Tensor) -> Tensor:
@@ -413,25 +385,17 @@ def copy_(t: Tensor, src: Tensor) -> Tensor:
             f"shape {list(t.shape)}"
         )
     t.device.xp.copyto(t.data, src.data, casting="unsafe")
-    return commit_inplace(t, None if edges is None else CopyBackwards(edges))
+    return commit_inplace(t, None if edges is None else CopyBackwards.make(edges))
 
 
 # ---- clone ----
 
-class CloneBackward0(Node):
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0],)
+CloneBackward0 = Rule("CloneBackward0", _identity, doc="The identity gradient of a copy.")
 
 
 def clone(t: Tensor) -> Tensor:
     """A C-contiguous copy of ``t`` (not a view) that records the identity gradient."""
-    data = t.data.copy()
-    edges = edges_of(t)
-    if edges is None:
-        return plain(data, t.device)
-    return record(CloneBackward0(edges), data, t.device)
+    return CloneBackward0.unary(t, t.data.copy())
 
 
 # ---- Tensor methods ----

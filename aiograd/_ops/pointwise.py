@@ -52,7 +52,9 @@ from ._record import (
     scalar_or_tensor,
     tensor_arg,
 )
+from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, Saved
 from .arithmetic import (
+    _identity,
     _promoted,
     broadcast_error,
     broadcast_error_among,
@@ -62,15 +64,13 @@ from .arithmetic import (
 )
 from .arithmetic import pow as _pow
 from .inplace import (
-    CloneBackward0,
-    ZeroBackward0,
     _can_cast,
     check_inplace,
     commit_inplace,
     pow_,
     write_inplace,
 )
-from .unary import _floating, _record_unary, _SavesOne
+from .unary import _floating
 
 __all__ = [
     "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "sin_", "cos_", "abs_", "neg_", "sign_",
@@ -191,38 +191,16 @@ def bitwise_not_(a: Tensor) -> Tensor:
     return _write_untracked(a, a.device.xp.invert(a.data))
 
 
-def _record_stateless(node_cls: type[Node], a: Tensor, data: Any) -> Tensor:
-    """``data`` as the result of ``node_cls`` (which saves nothing) applied to ``a``."""
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    return record(node_cls(edges), data, a.device)
-
-
 def _not_implemented(kernel: str, dtype: numpy.dtype) -> NotImplementedError:
     return NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dtype)}'")
 
 
 # ---- reciprocal / rsqrt / square ----
 
-class ReciprocalBackward0(_SavesOne):
-    """d (1 / x) = -r^2 for the result r: saves the output."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        r = self.saved.unpack(self, create_graph)
-        return (-grads[0] * (r * r),)
-
-
-class RsqrtBackward0(_SavesOne):
-    """d x^(-1/2) = -r^3 / 2 for the result r: saves the output."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        r = self.saved.unpack(self, create_graph)
-        return (-0.5 * grads[0] * r ** 3,)
+ReciprocalBackward0 = Rule("ReciprocalBackward0", lambda g, r: -g * (r * r), saves=SAVES_OUTPUT,
+                           doc="d (1 / x) = -r^2 for the result r: saves the output.")
+RsqrtBackward0 = Rule("RsqrtBackward0", lambda g, r: -0.5 * g * r ** 3, saves=SAVES_OUTPUT,
+                      doc="d x^(-1/2) = -r^3 / 2 for the result r: saves the output.")
 
 
 def _reciprocal_data(x: Any) -> Any:
@@ -238,13 +216,13 @@ def _rsqrt_data(x: Any) -> Any:
 def reciprocal(a: Tensor) -> Tensor:
     """``1 / a``; an integer or bool tensor gives float32."""
     data = _dual.quietly(_reciprocal_data, _floating(a))  # 1 / 0 == inf
-    return _record_unary(ReciprocalBackward0, a, data, saves_output=True)
+    return ReciprocalBackward0.unary(a, data)
 
 
 def rsqrt(a: Tensor) -> Tensor:
     """``1 / sqrt(a)``; an integer or bool tensor gives float32."""
     data = _dual.quietly(_rsqrt_data, _floating(a))  # rsqrt(0) == inf, rsqrt(-1) is NaN
-    return _record_unary(RsqrtBackward0, a, data, saves_output=True)
+    return RsqrtBackward0.unary(a, data)
 
 
 def square(a: Tensor) -> Tensor:
@@ -263,37 +241,21 @@ rsqrt_ = _unary_(rsqrt, "result")
 
 # ---- floor / ceil / round / trunc / frac ----
 
-class FloorBackward0(ZeroBackward0):
-    """Piecewise constant: the gradient is zero, as PyTorch's."""
-
-    __slots__ = ()
-
-
-class CeilBackward0(ZeroBackward0):
-    __slots__ = ()
+def _zeros_rule(name: str) -> Rule:
+    return Rule(name, _dual.zeros_of, doc="Piecewise constant: the gradient is zero, as "
+                                          "PyTorch's.")
 
 
-class TruncBackward0(ZeroBackward0):
-    __slots__ = ()
+FloorBackward0 = _zeros_rule("FloorBackward0")
+CeilBackward0 = _zeros_rule("CeilBackward0")
+TruncBackward0 = _zeros_rule("TruncBackward0")
+RoundBackward0 = _zeros_rule("RoundBackward0")
+RoundBackward1 = _zeros_rule("RoundBackward1")  # round(x, decimals=d)
+FracBackward0 = Rule("FracBackward0", _identity,
+                     doc="``x - trunc(x)``: the gradient passes through, as PyTorch's.")
 
 
-class RoundBackward0(ZeroBackward0):
-    __slots__ = ()
-
-
-class RoundBackward1(ZeroBackward0):
-    """``round(x, decimals=d)``: zero gradient."""
-
-    __slots__ = ()
-
-
-class FracBackward0(CloneBackward0):
-    """``x - trunc(x)``: the gradient passes through, as PyTorch's."""
-
-    __slots__ = ()
-
-
-def _rounding(name: str, kernel: str, node_cls: type[Node]) -> Callable[[Tensor], Tensor]:
+def _rounding(name: str, kernel: str, rule: Rule) -> Callable[[Tensor], Tensor]:
     """The op ``name`` (NumPy's ufunc ``kernel``): an integer tensor gives a copy of its
     values, a bool one raises, as PyTorch."""
 
@@ -303,7 +265,7 @@ def _rounding(name: str, kernel: str, node_cls: type[Node]) -> Callable[[Tensor]
             raise _not_implemented(f"{name}_vml_{a.device.type}", x.dtype)
         if x.dtype.kind in "iu":
             return plain(x.copy(), a.device)
-        return _record_stateless(node_cls, a, getattr(a.device.xp, kernel)(x))
+        return rule.unary(a, getattr(a.device.xp, kernel)(x))
 
     rounding.__name__ = name
     rounding.__doc__ = f"Elementwise {name}, with a zero gradient (as PyTorch's)."
@@ -329,7 +291,7 @@ def round(a: Tensor, *, decimals: int | None = None) -> Tensor:  # noqa: A001
     wide = x.astype(opmath(x.dtype), copy=False)
     scale = wide.dtype.type(10.0 ** -decimals if decimals < 0 else 10.0 ** decimals)
     data = xp.rint(wide / scale) * scale if decimals < 0 else xp.rint(wide * scale) / scale
-    return _record_stateless(RoundBackward1, a, data.astype(x.dtype, copy=False))
+    return RoundBackward1.unary(a, data.astype(x.dtype, copy=False))
 
 
 def frac(a: Tensor) -> Tensor:
@@ -337,7 +299,7 @@ def frac(a: Tensor) -> Tensor:
     x = a.data
     if x.dtype.kind != "f":
         raise _not_implemented(f"frac_{a.device.type}", x.dtype)
-    return _record_stateless(FracBackward0, a, _dual.quietly(_frac_data, x))  # inf - inf
+    return FracBackward0.unary(a, _dual.quietly(_frac_data, x))  # inf - inf
 
 
 def _frac_data(x: Any) -> Any:
@@ -357,46 +319,39 @@ def round_(a: Tensor, *, decimals: int | None = None) -> Tensor:
 
 # ---- log2 / log10 / exp2 ----
 
-class Log2Backward0(_SavesOne):
-    """d log_b(x) = 1 / (x ln b): saves the input; ``ln_base`` is ln b."""
-
-    __slots__ = ()
-    ln_base = _LN2
+def _log_base_grad(ln_base: float) -> Callable[[Any, Any], Any]:
+    """d log_b(x) = 1 / (x ln b), for ``ln_base`` = ln b."""
 
     @numpy.errstate(all="ignore")  # x == 0. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] / (self.saved.unpack(self, create_graph) * self.ln_base),)
+    def log_base_grad(g: Any, x: Any) -> Any:
+        return g / (x * ln_base)
+
+    return log_base_grad
 
 
-class Log10Backward0(Log2Backward0):
-    __slots__ = ()
-    ln_base = _LN10
-
-
-class Exp2Backward0(_SavesOne):
-    """d 2^x = 2^x ln 2: saves the output."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] * self.saved.unpack(self, create_graph) * _LN2,)
+Log2Backward0 = Rule("Log2Backward0", _log_base_grad(_LN2), saves=SAVES_INPUT,
+                     doc="d log2(x) = 1 / (x ln 2): saves the input.")
+Log10Backward0 = Rule("Log10Backward0", _log_base_grad(_LN10), saves=SAVES_INPUT,
+                      doc="d log10(x) = 1 / (x ln 10): saves the input.")
+Exp2Backward0 = Rule("Exp2Backward0", lambda g, result: g * result * _LN2, saves=SAVES_OUTPUT,
+                     doc="d 2^x = 2^x ln 2: saves the output.")
 
 
 def log2(a: Tensor) -> Tensor:
     """Base-2 logarithm; an integer or bool tensor gives float32."""
     data = _dual.quietly(a.device.xp.log2, _floating(a))
-    return _record_unary(Log2Backward0, a, data, saves_output=False)
+    return Log2Backward0.unary(a, data)
 
 
 def log10(a: Tensor) -> Tensor:
     """Base-10 logarithm; an integer or bool tensor gives float32."""
     data = _dual.quietly(a.device.xp.log10, _floating(a))
-    return _record_unary(Log10Backward0, a, data, saves_output=False)
+    return Log10Backward0.unary(a, data)
 
 
 def exp2(a: Tensor) -> Tensor:
     """``2 ** a``; an integer or bool tensor gives float32."""
-    return _record_unary(Exp2Backward0, a, a.device.xp.exp2(_floating(a)), saves_output=True)
+    return Exp2Backward0.unary(a, a.device.xp.exp2(_floating(a)))
 
 
 log2_ = _unary_(log2, "input")
@@ -427,15 +382,11 @@ isinf = _classify("isinf", False)
 isfinite = _classify("isfinite", True)
 
 
-class NanToNumBackward0(_SavesOne):
-    """The gradient where the input is finite, ``g * 0`` elsewhere (PyTorch's ``grad *
-    isfinite(self)``): saves the input."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = _dual.raw(self.saved.unpack(self, False))
-        return (grads[0] * _dual.xp_of(x).isfinite(x),)
+NanToNumBackward0 = Rule(
+    "NanToNumBackward0", lambda g, x: g * _dual.xp_of(x).isfinite(x),
+    saves=(Saved("saved", raw=True),),
+    doc="The gradient where the input is finite, ``g * 0`` elsewhere (PyTorch's ``grad * "
+        "isfinite(self)``): saves the input.")
 
 
 def nan_to_num(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
@@ -449,7 +400,7 @@ def nan_to_num(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
         nan = 0.0
     # a replacement out of the dtype's range becomes inf, as in PyTorch (NumPy warns)
     data = _dual.quietly(a.device.xp.nan_to_num, x, True, nan, posinf, neginf)
-    return _record_unary(NanToNumBackward0, a, data, saves_output=False)
+    return NanToNumBackward0.unary(a, data)
 
 
 def nan_to_num_(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
@@ -561,16 +512,10 @@ def hypot_(a: Tensor, other: Tensor) -> Tensor:
 
 # ---- fmod / remainder ----
 
-class FmodBackward0(CloneBackward0):
-    """``fmod(x, number)``: the gradient passes through."""
-
-    __slots__ = ()
-
-
-class RemainderBackward0(CloneBackward0):
-    """``remainder(x, number)``: the gradient passes through."""
-
-    __slots__ = ()
+FmodBackward0 = Rule("FmodBackward0", _identity,
+                     doc="``fmod(x, number)``: the gradient passes through.")
+RemainderBackward0 = Rule("RemainderBackward0", _identity,
+                          doc="``remainder(x, number)``: the gradient passes through.")
 
 
 class FmodBackward1(Node):
@@ -662,8 +607,8 @@ def _modulo(name: str, kernel: Callable[[Any, Any], Any], a: Any, other: Any) ->
     if edges is None:
         return plain(data, dev)
     if type(other) is not Tensor:
-        return record((FmodBackward0 if name == "fmod" else RemainderBackward0)(edges), data,
-                      dev)
+        return record((FmodBackward0 if name == "fmod" else RemainderBackward0).make(edges),
+                      data, dev)
     node = (FmodBackward1 if name == "fmod" else RemainderBackward1)(edges)
     node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
     return record(node, data, dev)
@@ -677,7 +622,10 @@ def _remainder_of_number(number: Any, t: Tensor) -> Tensor:
     if x.dtype.kind in "iu" and not t.device.xp.all(x != 0):
         raise RuntimeError("ZeroDivisionError")
     data = _dual.quietly(_remainder_data, wrap_int(x, number), x)
-    return _record_stateless(_RemainderOfNumber, t, data)
+    edges = edges_of(t)
+    if edges is None:
+        return plain(data, t.device)
+    return record(_RemainderOfNumber(edges), data, t.device)
 
 
 def fmod(input: Tensor, other: Any) -> Tensor:  # noqa: A002

@@ -17,9 +17,10 @@ import numpy
 
 from .._tensor import Tensor
 from . import _dual
+from ._rule import SAVES_INPUT, Rule
 from .nn_extra import _erf_array, erf
 from .pointwise import _unary_
-from .unary import _floating, _record_unary, _SavesOne
+from .unary import _floating
 
 __all__ = ["atan", "asin", "acos", "sinh", "cosh", "erfinv",
            "atan_", "asin_", "acos_", "sinh_", "cosh_", "erfinv_", "erf_"]
@@ -30,43 +31,28 @@ def _dual_call(x: Any, op: Callable[[Tensor], Tensor], xp_name: str) -> Any:
     return op(x) if type(x) is Tensor else getattr(_dual.xp_of(x), xp_name)(x)
 
 
-def _forward(node_cls: type[_SavesOne], a: Tensor, xp_name: str) -> Tensor:
-    data = _dual.quietly(getattr(a.device.xp, xp_name), _floating(a))
-    return _record_unary(node_cls, a, data, saves_output=False)
+def _forward(rule: Rule, a: Tensor, xp_name: str) -> Tensor:
+    return rule.unary(a, _dual.quietly(getattr(a.device.xp, xp_name), _floating(a)))
 
 
 # ---- atan / asin / acos ----
 
-class AtanBackward0(_SavesOne):
-    """d atan(x) = 1 / (1 + x^2): saves the input."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        return (grads[0] / (x * x + 1),)
+@numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
+def _asin_grad(g: Any, x: Any) -> Any:
+    return g / _dual_call(1 - x * x, Tensor.sqrt, "sqrt")
 
 
-class AsinBackward0(_SavesOne):
-    """d asin(x) = 1 / sqrt(1 - x^2): saves the input."""
-
-    __slots__ = ()
-
-    @numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        return (grads[0] / _dual_call(1 - x * x, Tensor.sqrt, "sqrt"),)
+@numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
+def _acos_grad(g: Any, x: Any) -> Any:
+    return -g / _dual_call(1 - x * x, Tensor.sqrt, "sqrt")
 
 
-class AcosBackward0(_SavesOne):
-    """d acos(x) = -1 / sqrt(1 - x^2): saves the input."""
-
-    __slots__ = ()
-
-    @numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        return (-grads[0] / _dual_call(1 - x * x, Tensor.sqrt, "sqrt"),)
+AtanBackward0 = Rule("AtanBackward0", lambda g, x: g / (x * x + 1), saves=SAVES_INPUT,
+                     doc="d atan(x) = 1 / (1 + x^2): saves the input.")
+AsinBackward0 = Rule("AsinBackward0", _asin_grad, saves=SAVES_INPUT,
+                     doc="d asin(x) = 1 / sqrt(1 - x^2): saves the input.")
+AcosBackward0 = Rule("AcosBackward0", _acos_grad, saves=SAVES_INPUT,
+                     doc="d acos(x) = -1 / sqrt(1 - x^2): saves the input.")
 
 
 def atan(input: Tensor) -> Tensor:  # noqa: A002
@@ -83,24 +69,20 @@ def acos(input: Tensor) -> Tensor:  # noqa: A002
 
 # ---- sinh / cosh ----
 
-class SinhBackward0(_SavesOne):
-    """d sinh(x) = cosh(x): saves the input."""
-
-    __slots__ = ()
-
-    @numpy.errstate(over="ignore")  # cosh overflows to inf, as the forward does
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] * _dual_call(self.saved.unpack(self, create_graph), cosh, "cosh"),)
+@numpy.errstate(over="ignore")  # cosh overflows to inf, as the forward does
+def _sinh_grad(g: Any, x: Any) -> Any:
+    return g * _dual_call(x, cosh, "cosh")
 
 
-class CoshBackward0(_SavesOne):
-    """d cosh(x) = sinh(x): saves the input."""
+@numpy.errstate(over="ignore")  # sinh overflows to +-inf, as the forward does
+def _cosh_grad(g: Any, x: Any) -> Any:
+    return g * _dual_call(x, sinh, "sinh")
 
-    __slots__ = ()
 
-    @numpy.errstate(over="ignore")  # sinh overflows to +-inf, as the forward does
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] * _dual_call(self.saved.unpack(self, create_graph), sinh, "sinh"),)
+SinhBackward0 = Rule("SinhBackward0", _sinh_grad, saves=SAVES_INPUT,
+                     doc="d sinh(x) = cosh(x): saves the input.")
+CoshBackward0 = Rule("CoshBackward0", _cosh_grad, saves=SAVES_INPUT,
+                     doc="d cosh(x) = sinh(x): saves the input.")
 
 
 def sinh(input: Tensor) -> Tensor:  # noqa: A002
@@ -136,22 +118,19 @@ def _erfinv_array(y: Any) -> Any:
     return out.astype(y.dtype, copy=False)
 
 
-class ErfinvBackward0(_SavesOne):
-    """d erfinv(x) = sqrt(pi) / 2 * exp(erfinv(x)^2): saves the input."""
+@numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
+def _erfinv_grad(g: Any, x: Any) -> Any:
+    root = erfinv(x) if type(x) is Tensor else _erfinv_array(x)
+    return g * _dual.exp(root * root) * _SQRT_PI_OVER_2
 
-    __slots__ = ()
 
-    @numpy.errstate(all="ignore")  # |x| >= 1. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        root = erfinv(x) if type(x) is Tensor else _erfinv_array(x)
-        return (grads[0] * _dual.exp(root * root) * _SQRT_PI_OVER_2,)
+ErfinvBackward0 = Rule("ErfinvBackward0", _erfinv_grad, saves=SAVES_INPUT,
+                       doc="d erfinv(x) = sqrt(pi) / 2 * exp(erfinv(x)^2): saves the input.")
 
 
 def erfinv(input: Tensor) -> Tensor:  # noqa: A002
     """The inverse error function, to float64 precision (``_erfinv_array``)."""
-    return _record_unary(ErfinvBackward0, input, _erfinv_array(_floating(input)),
-                         saves_output=False)
+    return ErfinvBackward0.unary(input, _erfinv_array(_floating(input)))
 
 
 # ---- in place ----

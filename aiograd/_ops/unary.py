@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy
@@ -25,35 +27,13 @@ import numpy
 from .. import _defaults
 from .._tensor import Tensor
 from ..devices import device_of_array
-from ..graph._node import Node
+from ..graph._saved import SavedTensor
 from . import _dual
 from ._promote import result_type
-from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor, tensor_arg
+from ._record import check_same_device, edges_of, save, scalar_or_tensor, tensor_arg
+from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, RuleNode, Saved, Whole
 from .arithmetic import broadcast_error, broadcast_error_among
 from .inplace import check_inplace, commit_inplace
-
-
-class _SavesOne(Node):
-    """A unary node keeping one tensor in ``saved`` (its input or its output)."""
-
-    __slots__ = ("saved",)
-
-    def release_variables(self) -> None:
-        self.saved.release()
-
-
-def _record_unary(node_cls: type[_SavesOne], a: Tensor, data: Any, saves_output: bool) -> Tensor:
-    """Return ``data`` as the result of ``node_cls`` applied to ``a`` (or plain)."""
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = node_cls(edges)
-    if saves_output:
-        out = record(node, data, a.device)
-        node.saved = save(out, is_output=True)
-        return out
-    node.saved = save(a)
-    return record(node, data, a.device)
 
 
 def _floating(a: Tensor) -> Any:
@@ -64,177 +44,102 @@ def _floating(a: Tensor) -> Any:
 
 # ---- exp / log / sqrt ----
 
-class ExpBackward0(_SavesOne):
-    """d exp(x) = exp(x): saves the output."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] * self.saved.unpack(self, create_graph),)
+ExpBackward0 = Rule("ExpBackward0", lambda g, result: g * result, saves=SAVES_OUTPUT,
+                    doc="d exp(x) = exp(x): saves the output.")
 
 
-class LogBackward0(_SavesOne):
-    __slots__ = ()
-
-    @numpy.errstate(all="ignore")  # x == 0. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] / self.saved.unpack(self, create_graph),)
+@numpy.errstate(all="ignore")  # x == 0. See Note [Silent singular points].
+def _log_grad(g: Any, x: Any) -> Any:
+    return g / x
 
 
-class SqrtBackward0(_SavesOne):
-    """d sqrt(x) = 1 / (2 sqrt(x)): saves the output."""
+LogBackward0 = Rule("LogBackward0", _log_grad, saves=SAVES_INPUT, doc="d log(x) = 1 / x.")
 
-    __slots__ = ()
 
-    @numpy.errstate(all="ignore")  # sqrt(x) == 0. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] / (2 * self.saved.unpack(self, create_graph)),)
+@numpy.errstate(all="ignore")  # sqrt(x) == 0. See Note [Silent singular points].
+def _sqrt_grad(g: Any, result: Any) -> Any:
+    return g / (2 * result)
+
+
+SqrtBackward0 = Rule("SqrtBackward0", _sqrt_grad, saves=SAVES_OUTPUT,
+                     doc="d sqrt(x) = 1 / (2 sqrt(x)): saves the output.")
 
 
 def exp(a: Tensor) -> Tensor:
-    return _record_unary(ExpBackward0, a, a.device.xp.exp(_floating(a)), saves_output=True)
+    return ExpBackward0.unary(a, a.device.xp.exp(_floating(a)))
 
 
 def log(a: Tensor) -> Tensor:
     data = _dual.quietly(a.device.xp.log, _floating(a))  # log(0) == -inf, log(-1) is NaN
-    return _record_unary(LogBackward0, a, data, saves_output=False)
+    return LogBackward0.unary(a, data)
 
 
 def sqrt(a: Tensor) -> Tensor:
     data = _dual.quietly(a.device.xp.sqrt, _floating(a))  # sqrt(-1) is NaN
-    return _record_unary(SqrtBackward0, a, data, saves_output=True)
+    return SqrtBackward0.unary(a, data)
 
 
 # ---- log1p / expm1 / sin / cos ----
 
-class Log1PBackward0(_SavesOne):
-    """d log(1 + x) = 1 / (1 + x): saves the input."""
-
-    __slots__ = ()
-
-    @numpy.errstate(all="ignore")  # x == -1. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] / (self.saved.unpack(self, create_graph) + 1),)
+@numpy.errstate(all="ignore")  # x == -1. See Note [Silent singular points].
+def _log1p_grad(g: Any, x: Any) -> Any:
+    return g / (x + 1)
 
 
-class Expm1Backward0(_SavesOne):
-    """d (exp(x) - 1) = exp(x): saves the output (``result + 1``)."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] * (self.saved.unpack(self, create_graph) + 1),)
-
-
-class SinBackward0(_SavesOne):
-    """d sin(x) = cos(x): saves the input."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        return (grads[0] * (cos(x) if type(x) is Tensor else _dual.xp_of(x).cos(x)),)
-
-
-class CosBackward0(_SavesOne):
-    """d cos(x) = -sin(x): saves the input."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        return (grads[0] * -(sin(x) if type(x) is Tensor else _dual.xp_of(x).sin(x)),)
+Log1PBackward0 = Rule("Log1PBackward0", _log1p_grad, saves=SAVES_INPUT,
+                      doc="d log(1 + x) = 1 / (1 + x): saves the input.")
+Expm1Backward0 = Rule("Expm1Backward0", lambda g, result: g * (result + 1), saves=SAVES_OUTPUT,
+                      doc="d (exp(x) - 1) = exp(x): saves the output (``result + 1``).")
+SinBackward0 = Rule(
+    "SinBackward0",
+    lambda g, x: g * (cos(x) if type(x) is Tensor else _dual.xp_of(x).cos(x)),
+    saves=SAVES_INPUT, doc="d sin(x) = cos(x): saves the input.")
+CosBackward0 = Rule(
+    "CosBackward0",
+    lambda g, x: g * -(sin(x) if type(x) is Tensor else _dual.xp_of(x).sin(x)),
+    saves=SAVES_INPUT, doc="d cos(x) = -sin(x): saves the input.")
 
 
 def log1p(a: Tensor) -> Tensor:
     data = _dual.quietly(a.device.xp.log1p, _floating(a))  # log1p(-1) == -inf
-    return _record_unary(Log1PBackward0, a, data, saves_output=False)
+    return Log1PBackward0.unary(a, data)
 
 
 def expm1(a: Tensor) -> Tensor:
-    return _record_unary(Expm1Backward0, a, a.device.xp.expm1(_floating(a)), saves_output=True)
+    return Expm1Backward0.unary(a, a.device.xp.expm1(_floating(a)))
 
 
 def sin(a: Tensor) -> Tensor:
-    return _record_unary(SinBackward0, a, a.device.xp.sin(_floating(a)), saves_output=False)
+    return SinBackward0.unary(a, a.device.xp.sin(_floating(a)))
 
 
 def cos(a: Tensor) -> Tensor:
-    return _record_unary(CosBackward0, a, a.device.xp.cos(_floating(a)), saves_output=False)
+    return CosBackward0.unary(a, a.device.xp.cos(_floating(a)))
 
 
 # ---- tanh / sigmoid ----
+# Under create_graph their gradients are ops of their own, ``tanh_backward(g, y)`` and
+# ``sigmoid_backward(g, s)``, as in PyTorch; those save ``y`` (``s``), and ``grad`` only
+# when ``y`` needs a gradient.
 
-class TanhBackward0(_SavesOne):
-    """d tanh(x) = 1 - tanh(x)^2: saves the output. Under create_graph the gradient is an
-    op of its own, ``tanh_backward(g, y)``, as in PyTorch."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (tanh_backward(grads[0], self.saved.unpack(self, create_graph)),)
-
-
-class SigmoidBackward0(_SavesOne):
-    """d sigmoid(x) = (1 - s) s: saves the output. Under create_graph the gradient is an
-    op of its own, ``sigmoid_backward(g, s)``, as in PyTorch."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (sigmoid_backward(grads[0], self.saved.unpack(self, create_graph)),)
-
-
-class TanhBackwardBackward0(Node):
-    """``tanh_backward(grad, y) = grad * (1 - y^2)``: d grad = ``tanh_backward(gg, y)``,
-    d y = ``gg * (-2 y grad)`` (PyTorch's). Saves ``y``, and ``grad`` if ``y`` needs a
-    gradient."""
-
-    __slots__ = ("grad_output", "output")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        gg = grads[0]
-        edges = self.next_edges
-        y = self.output.unpack(self, create_graph)
-        d_grad = tanh_backward(gg, y) if edges[0] is not None else None
-        d_y = None
-        if edges[1] is not None:
-            d_y = gg * (-2 * y * self.grad_output.unpack(self, create_graph))
-        return (d_grad, d_y)
-
-    def release_variables(self) -> None:
-        for saved in (self.grad_output, self.output):
-            if saved is not None:
-                saved.release()
-
-
-class SigmoidBackwardBackward0(TanhBackwardBackward0):
-    """``sigmoid_backward(grad, s) = grad * (1 - s) * s``: d grad =
-    ``sigmoid_backward(gg, s)``, d s = ``gg * grad * (1 - 2 s)`` (PyTorch's)."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        gg = grads[0]
-        edges = self.next_edges
-        s = self.output.unpack(self, create_graph)
-        d_grad = sigmoid_backward(gg, s) if edges[0] is not None else None
-        d_s = None
-        if edges[1] is not None:
-            d_s = gg * self.grad_output.unpack(self, create_graph) * (1 - 2 * s)
-        return (d_grad, d_s)
-
-
-def _backward_op(node_cls: type[TanhBackwardBackward0], grad: Tensor, output: Tensor,
-                 data: Any) -> Tensor:
-    """The recorded form of tanh_backward/sigmoid_backward (both arguments Tensors)."""
-    edges = edges_of(grad, output)
-    if edges is None:
-        return plain(data, grad.device)
-    node = node_cls(edges)
-    node.output = save(output)
-    node.grad_output = save(grad) if edges[1] is not None else None
-    return record(node, data, grad.device)
+TanhBackward0 = Rule("TanhBackward0", lambda g, result: tanh_backward(g, result),
+                     saves=SAVES_OUTPUT, doc="d tanh(x) = 1 - tanh(x)^2: saves the output.")
+SigmoidBackward0 = Rule("SigmoidBackward0", lambda g, result: sigmoid_backward(g, result),
+                        saves=SAVES_OUTPUT, doc="d sigmoid(x) = (1 - s) s: saves the output.")
+TanhBackwardBackward0 = Rule(
+    "TanhBackwardBackward0",
+    lambda gg, y, grad: tanh_backward(gg, y),
+    lambda gg, y, grad: gg * (-2 * y * grad),
+    saves=("output", Saved("grad_output", only_for=1)),
+    doc="``tanh_backward(grad, y) = grad * (1 - y^2)``: d grad = ``tanh_backward(gg, y)``, "
+        "d y = ``gg * (-2 y grad)`` (PyTorch's).")
+SigmoidBackwardBackward0 = Rule(
+    "SigmoidBackwardBackward0",
+    lambda gg, s, grad: sigmoid_backward(gg, s),
+    lambda gg, s, grad: gg * grad * (1 - 2 * s),
+    saves=("output", Saved("grad_output", only_for=1)),
+    doc="``sigmoid_backward(grad, s) = grad * (1 - s) * s``: d grad = "
+        "``sigmoid_backward(gg, s)``, d s = ``gg * grad * (1 - 2 s)`` (PyTorch's).")
 
 
 def tanh_backward(grad: Any, y: Any) -> Any:
@@ -242,7 +147,8 @@ def tanh_backward(grad: Any, y: Any) -> Any:
     Tensors (then recorded as a TanhBackwardBackward0)."""
     if type(grad) is not Tensor:
         return grad * (1 - y * y)
-    return _backward_op(TanhBackwardBackward0, grad, y, grad.data * (1 - y.data * y.data))
+    return TanhBackwardBackward0.record((grad, y), grad.data * (1 - y.data * y.data),
+                                        grad.device, (y, grad))
 
 
 def sigmoid_backward(grad: Any, s: Any) -> Any:
@@ -250,11 +156,12 @@ def sigmoid_backward(grad: Any, s: Any) -> Any:
     two Tensors (then recorded as a SigmoidBackwardBackward0)."""
     if type(grad) is not Tensor:
         return grad * (1 - s) * s
-    return _backward_op(SigmoidBackwardBackward0, grad, s, grad.data * (1 - s.data) * s.data)
+    return SigmoidBackwardBackward0.record((grad, s), grad.data * (1 - s.data) * s.data,
+                                           grad.device, (s, grad))
 
 
 def tanh(a: Tensor) -> Tensor:
-    return _record_unary(TanhBackward0, a, a.device.xp.tanh(_floating(a)), saves_output=True)
+    return TanhBackward0.unary(a, a.device.xp.tanh(_floating(a)))
 
 
 def sigmoid(a: Tensor) -> Tensor:
@@ -263,71 +170,48 @@ def sigmoid(a: Tensor) -> Tensor:
     xp = a.device.xp
     e = xp.exp(-xp.abs(x))
     r = 1 / (1 + e)
-    return _record_unary(SigmoidBackward0, a, xp.where(x >= 0, r, e * r), saves_output=True)
+    return SigmoidBackward0.unary(a, xp.where(x >= 0, r, e * r))
 
 
 # ---- abs / sign / relu / clamp ----
 
-class AbsBackward0(_SavesOne):
-    """d |x| = sign(x): 0 at 0 and at NaN, as PyTorch's ``grad * sgn(x)``."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] * _dual.sign(self.saved.unpack(self, create_graph)),)
+AbsBackward0 = Rule("AbsBackward0", lambda g, x: g * _dual.sign(x), saves=SAVES_INPUT,
+                    doc="d |x| = sign(x): 0 at 0 and at NaN, as PyTorch's ``grad * sgn(x)``.")
+SignBackward0 = Rule("SignBackward0", _dual.zeros_of,
+                     doc="sign is piecewise constant: its gradient is zero everywhere.")
 
 
-class SignBackward0(Node):
-    """sign is piecewise constant: its gradient is zero everywhere (as PyTorch's)."""
+# ---- trickier grads: relu ----
 
-    __slots__ = ()
+def _relu_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+               result: SavedTensor) -> Any:
+    """Passes the gradient where the output is not 0 (positive, or NaN for a NaN input,
+    as PyTorch's ``threshold_backward``), and 0 elsewhere.
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_dual.zeros_of(grads[0]),)
-
-
-class ReluBackward0(_SavesOne):
-    """Passes the gradient where the output is not 0 (positive, or NaN for a NaN
-    input, as PyTorch's ``threshold_backward``), and 0 elsewhere: saves the output.
-
-    This is the MLP hot path: a finite gradient is multiplied by the mask, in
-    place when it is the engine's alone (``_masked``).
+    This is the MLP hot path: a finite gradient is multiplied by the mask, in place
+    when it is the engine's alone (``_masked``).
     """
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        if create_graph:
-            return (threshold_backward(grads[0], self.saved.unpack(self, True)),)
-        mask = self.saved.unpack(self, False) != 0
-        g = grads[0]
-        # In place when nothing else can see g (see Note [Stealing gradients]): the
-        # engine's buffer slot, the local and getrefcount's argument; no post-hook
-        # will be shown the incoming gradient.
-        return (_masked(g, mask, type(g) is numpy.ndarray and g.base is None
-                        and not self._post_hooks and sys.getrefcount(g) <= 3),)
+    if create_graph:
+        return (threshold_backward(grads[0], result.unpack(node, True)),)
+    mask = result.unpack(node, False) != 0
+    g = grads[0]
+    # In place when nothing else can see g (see Note [Stealing gradients]): the
+    # engine's buffer slot, the local and getrefcount's argument; no post-hook
+    # will be shown the incoming gradient.
+    return (_masked(g, mask, type(g) is numpy.ndarray and g.base is None
+                    and not node._post_hooks and sys.getrefcount(g) <= 3),)
 
 
-class ThresholdBackwardBackward0(Node):
-    """The node of relu's create_graph gradient ``threshold_backward(grad, result)``.
-
-    The mask is piecewise constant in ``result``: the gradient is
-    ``threshold_backward(gg, result)`` for ``grad`` and zeros for ``result``,
-    as PyTorch's. ``self_`` saves relu's result.
-    """
-
-    __slots__ = ("self_",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        gg = None
-        if edges[0] is not None:
-            gg = threshold_backward(g, self.self_.unpack(self, create_graph))
-        return (gg, _dual.zeros_of(g) if edges[1] is not None else None)
-
-    def release_variables(self) -> None:
-        self.self_.release()
+ReluBackward0 = Rule("ReluBackward0", whole=_relu_grad, saves=SAVES_OUTPUT,
+                     doc="relu's node: saves the output. See ``_relu_grad``.")
+# relu's create_graph gradient ``threshold_backward(grad, result)``: the mask is piecewise
+# constant in ``result``, so its gradient is zeros (PyTorch's). ``self_`` is relu's result.
+ThresholdBackwardBackward0 = Rule(
+    "ThresholdBackwardBackward0",
+    lambda g, result: threshold_backward(g, result),
+    lambda g, result: _dual.zeros_of(g),
+    saves=("self_",),
+    doc="The node of relu's create_graph gradient ``threshold_backward(grad, result)``.")
 
 
 def _finite(x: Any) -> bool:
@@ -358,35 +242,25 @@ def threshold_backward(grad: Any, result: Any) -> Any:
     if type(grad) is not Tensor:
         return _masked(grad, _dual.raw(result) != 0, False)
     data = _masked(grad.data, result.data != 0, False)
-    edges = edges_of(grad, result)
-    if edges is None:
-        return plain(data, grad.device)
-    node = ThresholdBackwardBackward0(edges)
-    node.self_ = save(result)
-    return record(node, data, grad.device)
+    return ThresholdBackwardBackward0.record((grad, result), data, grad.device, (result,))
 
 
 def abs(a: Tensor) -> Tensor:  # noqa: A001
     if a.data.dtype.kind == "b":
         raise NotImplementedError(f'"abs_{a.device.type}" not implemented for \'Bool\'')
-    return _record_unary(AbsBackward0, a, a.device.xp.abs(a.data), saves_output=False)
+    return AbsBackward0.unary(a, a.device.xp.abs(a.data))
 
 
 def sign(a: Tensor) -> Tensor:
     """-1, 0 or 1; 0 at NaN as in PyTorch (NumPy's is NaN); a bool tensor is its own sign."""
     x = a.data
-    data = x.copy() if x.dtype.kind == "b" else _dual.sign(x)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    return record(SignBackward0(edges), data, a.device)
+    return SignBackward0.unary(a, x.copy() if x.dtype.kind == "b" else _dual.sign(x))
 
 
 def relu(a: Tensor) -> Tensor:
     if a.data.dtype.kind == "b":
         raise RuntimeError("Boolean inputs not supported for relu")
-    data = a.device.xp.maximum(a.data, 0)
-    return _record_unary(ReluBackward0, a, data, saves_output=True)
+    return ReluBackward0.unary(a, a.device.xp.maximum(a.data, 0))
 
 
 def relu_(a: Tensor) -> Tensor:
@@ -406,89 +280,71 @@ def relu_(a: Tensor) -> Tensor:
     a.device.xp.maximum(a.data, 0, out=a.data)
     if edges is None:
         return commit_inplace(a, None)
-    node = ReluBackward0(edges)
+    node = ReluBackward0.make(edges)
     commit_inplace(a, node)
-    node.saved = save(a, is_output=True) if a._base is None else save(a.detach())
+    ReluBackward0.set_output(node, save(a, is_output=True) if a._base is None
+                             else save(a.detach()))
     return a
 
 
-class ClampBackward1(_SavesOne):
+def _clamp_number_grad(g: Any, x: Any, lo: Any, hi: Any) -> Any:
     """Number bounds: passes the gradient where ``min <= x <= max`` (bounds included, as
     PyTorch)."""
-
-    __slots__ = ("min", "max")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = _dual.raw(self.saved.unpack(self, False))
-        if self.min is None:
-            mask = x <= self.max
-        elif self.max is None:
-            mask = x >= self.min
-        else:
-            mask = (x >= self.min) & (x <= self.max)
-        return (_dual.where(mask, grads[0], 0),)
+    if lo is None:
+        mask = x <= hi
+    elif hi is None:
+        mask = x >= lo
+    else:
+        mask = (x >= lo) & (x <= hi)
+    return _dual.where(mask, g, 0)
 
 
-class ClampMinBackward0(ClampBackward1):
-    """``clamp_min`` with a number."""
-
-    __slots__ = ()
-
-
-class ClampMaxBackward0(ClampBackward1):
-    """``clamp_max`` with a number."""
-
-    __slots__ = ()
-
-
-class ClampBackward0(Node):
+def _clamp_tensor_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+                       hi_saved: SavedTensor | None, lo_saved: SavedTensor | None,
+                       x_saved: SavedTensor) -> Any:
     """Tensor bounds: the gradient goes to whichever of ``x``, ``min``, ``max`` the output
     took, as PyTorch's ``clamp_backward_min_max``: to ``x`` where ``min <= x <= max``, to
     ``min`` where ``x < min < max``, to ``max`` where ``x > max`` or ``max < min``. With
     one bound: to ``x`` where it is within, to the bound elsewhere. The masks come from
     the saved values (raw arrays: no gradient flows through them).
     """
-
-    __slots__ = ("self_", "min", "max")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        x = _dual.raw(self.self_.unpack(self, False))
-        lo = None if self.min is None else _dual.raw(self.min.unpack(self, False))
-        hi = None if self.max is None else _dual.raw(self.max.unpack(self, False))
-        if hi is None:
-            inside, to_lo, to_hi = x >= lo, x < lo, None
-        elif lo is None:
-            inside, to_lo, to_hi = x <= hi, None, x > hi
-        else:
-            inside = (x >= lo) & (x <= hi)
-            to_lo = (x < lo) & (lo < hi)
-            to_hi = (x > hi) | (hi < lo)
-        edges = self.next_edges
-        gx = _dual.where(inside, g, 0) if edges[0] is not None else None
-        if len(edges) == 2:  # clamp_min / clamp_max: (x, its one bound)
-            to_bound = to_lo if hi is None else to_hi
-            return (gx, _dual.where(to_bound, g, 0) if edges[1] is not None else None)
-        glo = _dual.where(to_lo, g, 0) if edges[1] is not None else None
-        ghi = _dual.where(to_hi, g, 0) if edges[2] is not None else None
-        return (gx, glo, ghi)
-
-    def release_variables(self) -> None:
-        for saved in (self.self_, self.min, self.max):
-            if saved is not None:
-                saved.release()
+    g = grads[0]
+    x = _dual.raw(x_saved.unpack(node, False))
+    lo = None if lo_saved is None else _dual.raw(lo_saved.unpack(node, False))
+    hi = None if hi_saved is None else _dual.raw(hi_saved.unpack(node, False))
+    if hi is None:
+        inside, to_lo, to_hi = x >= lo, x < lo, None
+    elif lo is None:
+        inside, to_lo, to_hi = x <= hi, None, x > hi
+    else:
+        inside = (x >= lo) & (x <= hi)
+        to_lo = (x < lo) & (lo < hi)
+        to_hi = (x > hi) | (hi < lo)
+    edges = node.next_edges
+    gx = _dual.where(inside, g, 0) if edges[0] is not None else None
+    if len(edges) == 2:  # clamp_min / clamp_max: (x, its one bound)
+        to_bound = to_lo if hi is None else to_hi
+        return (gx, _dual.where(to_bound, g, 0) if edges[1] is not None else None)
+    glo = _dual.where(to_lo, g, 0) if edges[1] is not None else None
+    ghi = _dual.where(to_hi, g, 0) if edges[2] is not None else None
+    return (gx, glo, ghi)
 
 
-class ClampMinBackward1(ClampBackward0):
-    """``clamp_min`` with a tensor."""
+def _clamp_rules(number_name: str, tensor_name: str, what: str) -> tuple[Rule, Rule]:
+    """The rules of ``what`` with number bounds and with tensor bounds (PyTorch's names;
+    the tensor node saves ``max``, ``min``, ``self_`` in PyTorch's order of saving)."""
+    number = Rule(number_name, _clamp_number_grad, saves=(Saved("saved", raw=True),),
+                  keeps=("min", "max"), doc=f"``{what}`` with number bounds.")
+    tensor = Rule(tensor_name, whole=_clamp_tensor_grad, saves=("max", "min", "self_"),
+                  doc=f"``{what}`` with tensor bounds.")
+    return number, tensor
 
-    __slots__ = ()
 
-
-class ClampMaxBackward1(ClampBackward0):
-    """``clamp_max`` with a tensor."""
-
-    __slots__ = ()
+ClampBackward1, ClampBackward0 = _clamp_rules("ClampBackward1", "ClampBackward0", "clamp")
+ClampMinBackward0, ClampMinBackward1 = _clamp_rules(
+    "ClampMinBackward0", "ClampMinBackward1", "clamp_min")
+ClampMaxBackward0, ClampMaxBackward1 = _clamp_rules(
+    "ClampMaxBackward0", "ClampMaxBackward1", "clamp_max")
 
 
 _PLAIN_BOUNDS = frozenset((int, float, type(None)))  # checked first: an ABC check is slow
@@ -537,54 +393,28 @@ def _clamp_tensors(a: Tensor, lo: Tensor | None, hi: Tensor | None) -> Any:
     return data
 
 
-def _clamp_node(saved_a: Tensor, lo: Any, hi: Any, edges: Any,
-                number_node: type[ClampBackward1], tensor_node: type[ClampBackward0]) -> Node:
-    """The node of ``clamp(a, lo, hi)``; ``saved_a`` is ``a``'s value before the op."""
-    if type(lo) is Tensor or type(hi) is Tensor:
-        node = tensor_node(edges)
-        node.max = save(hi) if hi is not None else None  # PyTorch's order of saving
-        node.min = save(lo) if lo is not None else None
-        node.self_ = save(saved_a)
-        return node
-    scalar = number_node(edges)
-    scalar.saved = save(saved_a)
-    scalar.min, scalar.max = lo, hi
-    return scalar
-
-
-def _clamp(a: Tensor, lo: Any, hi: Any, fn: str, number_node: type[ClampBackward1],
-           tensor_node: type[ClampBackward0]) -> Tensor:
-    """``clamp`` recorded as ``number_node`` (number bounds) or ``tensor_node``."""
+def _clamp(a: Tensor, lo: Any, hi: Any, fn: str, number: Rule, tensor: Rule) -> Tensor:
+    """``clamp`` recorded as ``number`` (number bounds) or ``tensor``'s node."""
     numbers_only = (type(lo) in _PLAIN_BOUNDS and type(hi) in _PLAIN_BOUNDS) or (
         _is_number_bound(lo) and _is_number_bound(hi))
     if not numbers_only or (lo is None and hi is None):
-        return _clamp_by_tensors(a, lo, hi, fn, tensor_node)
+        return _clamp_by_tensors(a, lo, hi, fn, tensor)
     x = a.data
     if x.dtype.kind != "f":  # an integer tensor with a float bound computes in float32
         rt = _clamp_dtype(a, lo, hi)
         if x.dtype != rt:
             x = x.astype(rt)
-    data = a.device.xp.clip(x, lo, hi)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = number_node(edges)
-    node.saved = save(a)
-    node.min, node.max = lo, hi
-    return record(node, data, a.device)
+    return number.record((a,), a.device.xp.clip(x, lo, hi), a.device, (a,), (lo, hi))
 
 
-def _clamp_by_tensors(a: Tensor, lo: Any, hi: Any, fn: str,
-                      tensor_node: type[ClampBackward0]) -> Tensor:
+def _clamp_by_tensors(a: Tensor, lo: Any, hi: Any, fn: str, tensor: Rule) -> Tensor:
     _clamp_args(fn, lo, hi)
     data = _clamp_tensors(a, lo, hi)
-    if tensor_node is ClampBackward0:
-        edges = edges_of(a, lo, hi)
+    if tensor is ClampBackward0:
+        inputs: tuple[Tensor | None, ...] = (a, lo, hi)
     else:  # clamp_min / clamp_max: one bound
-        edges = edges_of(a, hi if lo is None else lo)
-    if edges is None:
-        return plain(data, a.device)
-    return record(_clamp_node(a, lo, hi, edges, ClampBackward1, tensor_node), data, a.device)
+        inputs = (a, hi if lo is None else lo)
+    return tensor.record(inputs, data, a.device, (hi, lo, a))
 
 
 def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
@@ -610,43 +440,33 @@ def clamp_max(a: Tensor, max: Any) -> Tensor:  # noqa: A002
 
 # ---- maximum / minimum ----
 
-class MaximumBackward0(Node):
-    """``maximum(a, b)``: the gradient goes to the larger, split in halves at ties, as
-    PyTorch (a NaN, equal to nothing and unordered, passes it to both)."""
+def _extremum_grad(a_loses: Callable[[Any, Any], Any], b_loses: Callable[[Any, Any], Any]
+                   ) -> Whole:
+    """The backward of maximum (minimum): the gradient goes to the larger (smaller), split
+    in halves at ties, as PyTorch (a NaN, equal to nothing and unordered, passes it to
+    both). ``a_loses(a, b)``/``b_loses(a, b)``: where each input gets none."""
 
-    __slots__ = ("self_", "other")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+    def extremum_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+                      other: SavedTensor, self_: SavedTensor) -> Any:
         g = grads[0]
-        a = _dual.raw(self.self_.unpack(self, False))
-        b = _dual.raw(self.other.unpack(self, False))
-        a_loses, b_loses = self._losers(a, b)
+        a = _dual.raw(self_.unpack(node, False))
+        b = _dual.raw(other.unpack(node, False))
         shared = _dual.where(a == b, g / 2, g)
-        edges = self.next_edges
-        ga = _dual.where(a_loses, 0, shared) if edges[0] is not None else None
-        gb = _dual.where(b_loses, 0, shared) if edges[1] is not None else None
+        edges = node.next_edges
+        ga = _dual.where(a_loses(a, b), 0, shared) if edges[0] is not None else None
+        gb = _dual.where(b_loses(a, b), 0, shared) if edges[1] is not None else None
         return (ga, gb)
 
-    @staticmethod
-    def _losers(a: Any, b: Any) -> tuple[Any, Any]:
-        return a < b, a > b
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.other.release()
+    return extremum_grad
 
 
-class MinimumBackward0(MaximumBackward0):
-    """``minimum(a, b)``: the gradient goes to the smaller, split in halves at ties."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def _losers(a: Any, b: Any) -> tuple[Any, Any]:
-        return a > b, a < b
+MaximumBackward0 = Rule("MaximumBackward0", whole=_extremum_grad(operator.lt, operator.gt),
+                        saves=("other", "self_"), doc="``maximum(a, b)``.")
+MinimumBackward0 = Rule("MinimumBackward0", whole=_extremum_grad(operator.gt, operator.lt),
+                        saves=("other", "self_"), doc="``minimum(a, b)``.")
 
 
-def _extremum(name: str, node_cls: type[MaximumBackward0]) -> Any:
+def _extremum(name: str, rule: Rule) -> Any:
     def extremum(a: Tensor, other: Tensor) -> Tensor:
         tensor_arg(other, name, "other", 2)
         dev = check_same_device(a, other)
@@ -657,13 +477,7 @@ def _extremum(name: str, node_cls: type[MaximumBackward0]) -> Any:
             data = getattr(dev.xp, name)(x, y)
         except ValueError:
             raise broadcast_error(a.shape, other.shape) from None
-        edges = edges_of(a, other)
-        if edges is None:
-            return plain(data, dev)
-        node = node_cls(edges)
-        node.other = save(other)  # PyTorch's order of saving
-        node.self_ = save(a)
-        return record(node, data, dev)
+        return rule.record((a, other), data, dev, (other, a))  # PyTorch's order of saving
 
     extremum.__name__ = name
     extremum.__doc__ = f"Elementwise {name} of two tensors (broadcast); NaN propagates."
@@ -676,24 +490,12 @@ minimum = _extremum("minimum", MinimumBackward0)
 
 # ---- where ----
 
-class WhereBackward0(Node):
-    """``where(cond, x, y)``: the gradient goes to x where cond holds, to y elsewhere.
-
-    ``condition`` saves the boolean array (no gradient). A number operand
-    has a None edge.
-    """
-
-    __slots__ = ("condition",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        cond = self.condition.unpack(self, False)
-        gx = _dual.where(cond, g, 0) if self.next_edges[0] is not None else None
-        gy = _dual.where(cond, 0, g) if self.next_edges[1] is not None else None
-        return (gx, gy)
-
-    def release_variables(self) -> None:
-        self.condition.release()
+# ``where(cond, x, y)``: the gradient goes to x where cond holds, to y elsewhere. A number
+# operand has a None edge; ``condition`` saves the boolean array (no gradient).
+WhereBackward0 = Rule("WhereBackward0",
+                      lambda g, cond: _dual.where(cond, g, 0),
+                      lambda g, cond: _dual.where(cond, 0, g),
+                      saves=(Saved("condition", raw=True),), doc="``where(cond, x, y)``.")
 
 
 def _condition_array(condition: Any) -> Any:
@@ -752,12 +554,9 @@ def where(condition: Any, input: Any = _ABSENT, other: Any = _ABSENT) -> Any:  #
     dtype = result_type(x, y)  # Note [Type promotion]
     if data.dtype != dtype:
         data = data.astype(dtype)
-    edges = edges_of(x if type(x) is Tensor else None, y if type(y) is Tensor else None)
-    if edges is None:
-        return plain(data, dev)
-    node = WhereBackward0(edges)
-    node.condition = save(condition if isinstance(condition, Tensor) else Tensor._wrap(cond, dev))
-    return record(node, data, dev)
+    inputs = (x if type(x) is Tensor else None, y if type(y) is Tensor else None)
+    kept = condition if isinstance(condition, Tensor) else Tensor._wrap(cond, dev)
+    return WhereBackward0.record(inputs, data, dev, (kept,))
 
 
 # ---- Tensor methods ----
