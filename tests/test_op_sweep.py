@@ -31,6 +31,9 @@ BINARY_SHAPES: list[tuple[tuple[int, ...], ...]] = [
     ((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2,))]
 CLAMP_SHAPES: list[tuple[tuple[int, ...], ...]] = [
     ((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), ()), ((2, 3), (2, 1), (1,))]
+MATRIX_SHAPES: list[tuple[tuple[int, ...], ...]] = [((3, 3),), ((2, 3, 3),)]
+SOLVE_SHAPES: list[tuple[tuple[int, ...], ...]] = [
+    ((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (2, 3)), ((2, 3, 3), (3, 2))]
 
 
 class Case:
@@ -79,6 +82,11 @@ def _aten(name: str, ours: Callable[..., Any], *extra: Any) -> Callable[..., Any
         return getattr(lib.ops.aten, name)(g, y, *extra)
 
     return op
+
+
+def _conditioned(lib: Any, a: Any) -> Any:
+    """``a + 3 I``: a matrix of ANY entries kept far from singular (n = 3)."""
+    return a + 3 * lib.eye(a.shape[-1], dtype=a.dtype)
 
 
 SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if any
@@ -155,6 +163,12 @@ SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if an
     "MinimumBackward0": Case(lambda lib, a, b: lib.minimum(a, b), BINARY_SHAPES, linear=True),
     "WhereBackward0": Case(lambda lib, x, y: lib.where(x.detach() > 0, x, y), BINARY_SHAPES,
                            linear=True),
+    "LinalgInvExBackward0": Case(lambda lib, a: lib.linalg.inv(_conditioned(lib, a)),
+                                 MATRIX_SHAPES),
+    "LinalgDetBackward0": Case(lambda lib, a: lib.linalg.det(_conditioned(lib, a)),
+                               MATRIX_SHAPES),
+    "LinalgSolveExBackward0": Case(
+        lambda lib, a, b: lib.linalg.solve(_conditioned(lib, a), b), SOLVE_SHAPES),
 }
 
 CASES = [pytest.param(key, i, id=f"{key}-{i}")

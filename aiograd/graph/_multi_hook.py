@@ -137,6 +137,11 @@ def register_multi_grad_hook(
     supported_modes = ("all", "any")
     if mode not in supported_modes:
         raise ValueError(f"Expects mode to be one of {supported_modes} but got {mode}")
+    tensors = list(tensors)
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError("register_multi_grad_hook(): expected a sequence of Tensors, got "
+                            f"an element of type {type(t).__name__}")
     hooks: list[Any]
     if mode == "all":
         nodes = []
