@@ -14,7 +14,7 @@ import pytest
 from oracles import check_against_torch, check_second_order, leaf
 
 import aiograd as ag
-from aiograd._ops import unary
+from aiograd._ops import nn_extra, unary
 from aiograd._ops._rule import RULES
 
 pytestmark = pytest.mark.timeout(120)
@@ -82,6 +82,12 @@ def _aten(name: str, ours: Callable[..., Any], *extra: Any) -> Callable[..., Any
         return getattr(lib.ops.aten, name)(g, y, *extra)
 
     return op
+
+
+def _leaky_relu_backward(lib: Any, g: Any, x: Any) -> Any:
+    if lib is ag:
+        return nn_extra.leaky_relu_backward(g, x, 0.1)
+    return lib.ops.aten.leaky_relu_backward(g, x, 0.1, False)
 
 
 def _conditioned(lib: Any, a: Any) -> Any:
@@ -163,6 +169,14 @@ SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if an
     "MinimumBackward0": Case(lambda lib, a, b: lib.minimum(a, b), BINARY_SHAPES, linear=True),
     "WhereBackward0": Case(lambda lib, x, y: lib.where(x.detach() > 0, x, y), BINARY_SHAPES,
                            linear=True),
+    "LeakyReluBackward0": Case(lambda lib, x: lib.nn.functional.leaky_relu(x, 0.1),
+                               UNARY_SHAPES, kinks=(0.0,)),
+    "LeakyReluBackward1": Case(
+        lambda lib, x: lib.nn.functional.leaky_relu(x * 1.0, 0.1, inplace=True), UNARY_SHAPES,
+        kinks=(0.0,)),
+    "LeakyReluBackwardBackward0": Case(_leaky_relu_backward, BINARY_SHAPES[:1], kinks=(0.0,)),
+    "ErfBackward0": _unary("erf"),
+    "GeluBackward0": Case(lambda lib, x: lib.nn.functional.gelu(x), UNARY_SHAPES),
     "LinalgInvExBackward0": Case(lambda lib, a: lib.linalg.inv(_conditioned(lib, a)),
                                  MATRIX_SHAPES),
     "LinalgDetBackward0": Case(lambda lib, a: lib.linalg.det(_conditioned(lib, a)),

@@ -20,6 +20,7 @@ from .._tensor import Tensor, scalar_type_name
 from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule
 from .indexing import index_scatter_add
 from .inplace import check_inplace, commit_inplace
 from .nn_ops import _reduction, check_target_shape, loss_target
@@ -254,42 +255,28 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
 
 # ---- leaky_relu ----
 
-class LeakyReluBackward0(Node):
-    """d x = g where x > 0, else ``negative_slope * g``. ``saved``: the input (or, for
-    LeakyReluBackward1, the result of the in-place op: of the input's sign, as the slope
-    is >= 0 there). With ``create_graph`` it records a LeakyReluBackwardBackward0, as
-    PyTorch's."""
-
-    __slots__ = ("saved", "negative_slope")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (leaky_relu_backward(grads[0], self.saved.unpack(self, create_graph),
-                                    self.negative_slope),)
-
-    def release_variables(self) -> None:
-        self.saved.release()
+def _leaky_relu_grad(g: Any, x: Any, negative_slope: float) -> Any:
+    return leaky_relu_backward(g, x, negative_slope)
 
 
-class LeakyReluBackwardBackward0(Node):
-    """The node of leaky_relu's create_graph gradient ``leaky_relu_backward(grad, x)``.
-
-    The slope is piecewise constant in ``x``: the gradient is
-    ``leaky_relu_backward(gg, x)`` for ``grad`` and zeros for ``x``, as PyTorch's.
-    """
-
-    __slots__ = ("saved", "negative_slope")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        gg = None
-        if edges[0] is not None:
-            gg = leaky_relu_backward(g, self.saved.unpack(self, create_graph),
-                                     self.negative_slope)
-        return (gg, _dual.zeros_of(g) if edges[1] is not None else None)
-
-    def release_variables(self) -> None:
-        self.saved.release()
+_LEAKY_RELU_DOC = (
+    "d x = g where x > 0, else ``negative_slope * g``. ``saved``: the input (or, for "
+    "LeakyReluBackward1, the result of the in-place op: of the input's sign, as the slope "
+    "is >= 0 there). With ``create_graph`` it records a LeakyReluBackwardBackward0, as "
+    "PyTorch's.")
+LeakyReluBackward0 = Rule("LeakyReluBackward0", _leaky_relu_grad, saves=SAVES_INPUT,
+                          keeps=("negative_slope",), doc=_LEAKY_RELU_DOC)
+LeakyReluBackward1 = Rule("LeakyReluBackward1", _leaky_relu_grad, saves=SAVES_OUTPUT,
+                          keeps=("negative_slope",),
+                          doc="LeakyReluBackward0 of the in-place ``leaky_relu(..., "
+                              "inplace=True)``.")
+# The slope is piecewise constant in ``x``: the gradient is ``leaky_relu_backward(gg, x)``
+# for ``grad`` and zeros for ``x``, as PyTorch's.
+LeakyReluBackwardBackward0 = Rule(
+    "LeakyReluBackwardBackward0", _leaky_relu_grad,
+    lambda g, x, negative_slope: _dual.zeros_of(g),
+    saves=SAVES_INPUT, keeps=("negative_slope",),
+    doc="The node of leaky_relu's create_graph gradient ``leaky_relu_backward(grad, x)``.")
 
 
 def leaky_relu_backward(grad: Any, x: Any, negative_slope: float) -> Any:
@@ -299,19 +286,8 @@ def leaky_relu_backward(grad: Any, x: Any, negative_slope: float) -> Any:
         return _dual.where(_dual.raw(x) > 0, grad, grad * negative_slope)
     g = grad.data
     data = grad.device.xp.where(x.data > 0, g, g * negative_slope)
-    edges = edges_of(grad, x)
-    if edges is None:
-        return plain(data, grad.device)
-    node = LeakyReluBackwardBackward0(edges)
-    node.saved = save(x)
-    node.negative_slope = negative_slope
-    return record(node, data, grad.device)
-
-
-class LeakyReluBackward1(LeakyReluBackward0):
-    """LeakyReluBackward0 of the in-place ``leaky_relu(..., inplace=True)``."""
-
-    __slots__ = ()
+    return LeakyReluBackwardBackward0.record((grad, x), data, grad.device, (x,),
+                                             (negative_slope,))
 
 
 def _check_float(name: str, t: Tensor) -> None:
@@ -340,19 +316,13 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01,  # noqa: A002
         xp.copyto(x, x * negative_slope, where=x <= 0)
         if edges is None:
             return commit_inplace(input, None)
-        node = LeakyReluBackward1(edges)
-        node.negative_slope = negative_slope
+        node = LeakyReluBackward1.make(edges, (), (negative_slope,))
         commit_inplace(input, node)
-        node.saved = save(input, is_output=True) if input._base is None else save(input.detach())
+        LeakyReluBackward1.set_output(
+            node, save(input, is_output=True) if input._base is None else save(input.detach()))
         return input
     data = xp.where(x > 0, x, x * negative_slope)
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = LeakyReluBackward0(edges)
-    node.saved = save(input)
-    node.negative_slope = negative_slope
-    return record(node, data, input.device)
+    return LeakyReluBackward0.record((input,), data, input.device, (input,), (negative_slope,))
 
 
 # ---- erf and gelu ----
@@ -381,17 +351,9 @@ def _erf_array(z: Any) -> Any:
     return xp.copysign(1 - erfc, z).astype(z.dtype, copy=False)
 
 
-class ErfBackward0(Node):
-    """d x = 2 / sqrt(pi) exp(-x^2) g (the exact derivative): saves the input."""
-
-    __slots__ = ("saved",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        return (grads[0] * (_dual.exp(-(x * x)) * _TWO_OVER_SQRT_PI),)
-
-    def release_variables(self) -> None:
-        self.saved.release()
+ErfBackward0 = Rule("ErfBackward0", lambda g, x: g * (_dual.exp(-(x * x)) * _TWO_OVER_SQRT_PI),
+                    saves=SAVES_INPUT,
+                    doc="d x = 2 / sqrt(pi) exp(-x^2) g (the exact derivative): saves the input.")
 
 
 def erf(input: Tensor) -> Tensor:  # noqa: A002
@@ -399,12 +361,7 @@ def erf(input: Tensor) -> Tensor:  # noqa: A002
     (see ``_erf_array``)."""
     x = input.data
     data = _erf_array(x if x.dtype.kind == "f" else x.astype(_defaults.FLOAT))
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = ErfBackward0(edges)
-    node.saved = save(input)
-    return record(node, data, input.device)
+    return ErfBackward0.unary(input, data)
 
 
 def _dual_erf(x: Any) -> Any:
@@ -428,18 +385,11 @@ def _gelu_grad(x: Any, approximate: str) -> Any:
     return (th + 1) * 0.5 + x * (1 - th * th) * inner * 0.5
 
 
-class GeluBackward0(Node):
-    """d x = g gelu'(x) (``_gelu_grad``): saves the input. With ``create_graph`` it records
-    the formula's ops (PyTorch records GeluBackwardBackward0)."""
-
-    __slots__ = ("saved", "approximate")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        return (grads[0] * _gelu_grad(x, self.approximate),)
-
-    def release_variables(self) -> None:
-        self.saved.release()
+GeluBackward0 = Rule("GeluBackward0", lambda g, x, approximate: g * _gelu_grad(x, approximate),
+                     saves=SAVES_INPUT, keeps=("approximate",),
+                     doc="d x = g gelu'(x) (``_gelu_grad``): saves the input. With "
+                         "``create_graph`` it records the formula's ops (PyTorch records "
+                         "GeluBackwardBackward0).")
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
@@ -454,13 +404,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
     else:
         th = input.device.xp.tanh((x + x * x * x * _GELU_CUBIC) * _SQRT_2_OVER_PI)
         data = x * ((th + 1) * 0.5)
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = GeluBackward0(edges)
-    node.saved = save(input)
-    node.approximate = approximate
-    return record(node, data, input.device)
+    return GeluBackward0.record((input,), data, input.device, (input,), (approximate,))
 
 
 # ---- l1_loss ----
