@@ -9,7 +9,7 @@ backward formula per input that may need a gradient (HIPS autograd's
 - the node class: ``__slots__`` named as the saves and keeps (``node.self_``),
   ``release_variables`` releasing exactly the saves, ``name()`` PyTorch's;
 - ``apply``: unpacks the saves and calls the formula of each input whose edge
-  is not None (needs-grad masking), specialised for one input and one save;
+  is not None (needs-grad masking); generated as straight-line source per rule;
 - :meth:`Rule.record`: edges, plain result when no edge, node, saves, record.
   ``Rule.unary`` is the same for a one-input op, generated without loops: it is
   the hot forward path.
@@ -27,17 +27,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from .._tensor import Tensor
 from ..devices import Device
 from ..graph._node import Node
-from ..graph._saved import SavedTensor
+from ..graph._saved import ERR_BACKWARD_TWICE, SavedTensor
 from ._record import edges_of, plain, record, save
 
-__all__ = ["RULES", "SAVES_INPUT", "SAVES_OUTPUT", "Rule", "RuleNode", "Saved"]
+__all__ = ["FREED", "RULES", "SAVES_INPUT", "SAVES_OUTPUT", "Rule", "RuleNode", "Saved",
+           "identity", "negated"]
 
 Formula = Callable[..., Any]
+
+
+
+def identity(g: Any) -> Any:
+    """The formula ``g`` (inlined into the generated ``apply``)."""
+    return g
+
+
+def negated(g: Any) -> Any:
+    """The formula ``-g`` (inlined into the generated ``apply``)."""
+    return -g
+
+
+_INLINED: dict[Any, str] = {identity: "g", negated: "-g"}
+
+# A released node's freed keeps (``frees_keeps``).
+FREED: Any = object()
 Whole = Callable[..., Sequence[Any]]
 
 
@@ -65,6 +83,12 @@ class Saved:
         return f"Saved({self.name!r}, output={self.output}, raw={self.raw})"
 
 
+class _Make(Protocol):
+    def __call__(self, edges: tuple[tuple[Node, int] | None, ...],
+                 saved: Sequence[Tensor | None] = (), keeps: Sequence[Any] = ()) -> RuleNode:
+        ...
+
+
 class RuleNode(Node):
     """The base of every generated node class; ``rule`` is its declaration."""
 
@@ -83,20 +107,6 @@ SAVES_OUTPUT = (Saved("saved", output=True),)
 RULES: dict[str, Rule] = {}
 
 
-def _unpacker(save: Saved) -> Callable[[RuleNode, bool], Any]:
-    """``(node, create_graph) -> value`` of one saved slot (None stays None)."""
-    get = attrgetter(save.name)
-    raw = save.raw
-
-    def unpack(node: RuleNode, create_graph: bool) -> Any:
-        saved: SavedTensor | None = get(node)
-        if saved is None:
-            return None
-        return saved.unpack(node, False if raw else create_graph)
-
-    return unpack
-
-
 class Rule:
     """A differentiable op's declaration; see the module docstring.
 
@@ -105,14 +115,18 @@ class Rule:
     and ``"result"`` meaning ``Saved("result", output=True)``; ``keeps`` the
     names of non-tensor values (numbers, shapes) kept as they are. ``variant``
     names a second rule with the same node name (``AddBackward0`` with an alpha): its
-    key in ``RULES`` is ``"name (variant)"``.
+    key in ``RULES`` is ``"name (variant)"``. ``frees_keeps``: the keeps are freed with
+    the saves (PyTorch saves a number operand as a tensor), so a second backward raises
+    the "backward through the graph a second time" error. A formula None: that input
+    never gets a gradient (a number operand's edge).
     """
 
     node_cls: type[RuleNode]
 
-    def __init__(self, name: str, *grads: Formula, saves: Sequence[Saved | str] = (),
+    def __init__(self, name: str, *grads: Formula | None, saves: Sequence[Saved | str] = (),
                  keeps: Sequence[str] = (), whole: Whole | None = None,
-                 doc: str | None = None, variant: str | None = None) -> None:
+                 doc: str | None = None, variant: str | None = None,
+                 frees_keeps: bool = False) -> None:
         key = name if variant is None else f"{name} ({variant})"
         if key in RULES:
             raise ValueError(f"Rule: a rule {key!r} is already declared")
@@ -124,12 +138,14 @@ class Rule:
         self.whole = whole
         self.saves = tuple(_saved(s) for s in saves)
         self.keeps = tuple(keeps)
+        self.frees_keeps = frees_keeps
         self.inputs_saved = tuple(s for s in self.saves if not s.output)
         self.output_save = next((s for s in self.saves if s.output), None)
         names = [s.name for s in self.saves] + list(self.keeps)
         if len(set(names)) != len(names):
             raise ValueError(f"Rule {name}: saves and keeps repeat a name: {names}")
         self.node_cls = self._make_class(doc)
+        self.make = self._make_make()
         self.unary = self._make_unary()
         RULES[key] = self
 
@@ -140,12 +156,15 @@ class Rule:
 
     def _make_class(self, doc: str | None) -> type[RuleNode]:
         getters = [attrgetter(s.name) for s in self.saves]
+        freed = self.keeps if self.frees_keeps else ()
 
         def release_variables(node: RuleNode) -> None:
             for get in getters:
                 saved = get(node)
                 if saved is not None:
                     saved.release()
+            for name in freed:
+                setattr(node, name, FREED)
 
         namespace: dict[str, Any] = {
             "__slots__": tuple(s.name for s in self.saves) + self.keeps,
@@ -159,30 +178,44 @@ class Rule:
         return type(self.name, (RuleNode,), namespace)
 
     def _make_apply(self) -> Callable[[RuleNode, list[Any], bool], Any]:
-        keep_get = [attrgetter(k) for k in self.keeps]
-        whole = self.whole
-        if whole is not None:
-            save_get = [attrgetter(s.name) for s in self.saves]
-
-            def apply_whole(node: RuleNode, grads: list[Any], create_graph: bool) -> Any:
-                return whole(node, grads, create_graph, *[get(node) for get in save_get],
-                             *[get(node) for get in keep_get])
-
-            return apply_whole
-        grads = self.grads
-        if len(grads) == 1 and not keep_get and len(self.saves) <= 1:
-            return _apply_one(grads[0], self.saves[0] if self.saves else None)
-        if len(grads) == 2 and not keep_get and not self.saves:
-            return _apply_two(grads[0], grads[1])
-        unpackers = [_unpacker(s) for s in self.saves]
-
-        def apply(node: RuleNode, gs: list[Any], create_graph: bool) -> Any:
-            g = gs[0]
-            values = [u(node, create_graph) for u in unpackers]
-            values += [get(node) for get in keep_get]
-            return tuple(None if edge is None else f(g, *values)
-                         for f, edge in zip(grads, node.next_edges))
-
+        """``apply``, generated as source once per rule (as dataclasses does) so the
+        backward runs straight-line code: no loop, no argument lists."""
+        env: dict[str, Any] = {"FREED": FREED, "ERR": ERR_BACKWARD_TWICE}
+        lines = ["def apply(node, grads, create_graph):"]
+        for s in self.saves:
+            lines.append(f"    saved_{s.name} = node.{s.name}")
+        args = []
+        for k in self.keeps:
+            lines.append(f"    {k} = node.{k}")
+            if self.frees_keeps:
+                lines.append(f"    if {k} is FREED:\n        raise RuntimeError(ERR)")
+        if self.whole is not None:
+            env["whole"] = self.whole
+            args = [f"saved_{s.name}" for s in self.saves] + list(self.keeps)
+            lines.append(f"    return whole(node, grads, create_graph, {', '.join(args)})")
+        else:
+            for s in self.saves:
+                flag = "False" if s.raw else "create_graph"
+                lines.append(f"    {s.name} = None if saved_{s.name} is None else "
+                             f"saved_{s.name}.unpack(node, {flag})")
+            args = ["g"] + [s.name for s in self.saves] + list(self.keeps)
+            lines.append("    g = grads[0]")
+            edges = [f"e{i}" for i in range(len(self.grads))]
+            lines.append(f"    {', '.join(edges)}, = node.next_edges")
+            outs = []
+            for i, formula in enumerate(self.grads):
+                if formula is None:
+                    outs.append("None")
+                    continue
+                call = _INLINED.get(formula)
+                if call is None:
+                    env[f"f{i}"] = formula
+                    call = f"f{i}({', '.join(args)})"
+                outs.append(call if len(self.grads) == 1 else
+                            f"None if e{i} is None else {call}")
+            lines.append(f"    return ({', '.join(outs)},)")
+        exec("\n".join(lines), env)  # noqa: S102  (our own source, from identifiers)
+        apply: Callable[[RuleNode, list[Any], bool], Any] = env["apply"]
         return apply
 
     # ---- recording ----
@@ -210,19 +243,27 @@ class Rule:
             raise TypeError(f"{self.name} saves no output")
         setattr(node, self.output_save.name, saved)
 
-    def make(self, edges: tuple[tuple[Node, int] | None, ...], saved: Sequence[Tensor | None] = (),
-             keeps: Sequence[Any] = ()) -> RuleNode:
-        """A node over ``edges`` holding ``saved`` and ``keeps`` (the output save, if any,
-        is set by the caller: :meth:`record`, or an in-place op)."""
-        node = self.node_cls(edges)
-        for spec, t in zip(self.inputs_saved, saved):
-            if t is not None and (spec.only_for is None or edges[spec.only_for] is not None):
-                setattr(node, spec.name, save(t))
-            else:
-                setattr(node, spec.name, None)
-        for name, value in zip(self.keeps, keeps):
-            setattr(node, name, value)
-        return node
+    def _make_make(self) -> _Make:
+        """``make(edges, saved=(), keeps=())``: a node over ``edges`` holding ``saved`` (the
+        non-output saves, in declaration order; None, or an ``only_for`` input whose edge
+        is None, saves nothing) and ``keeps``. The output save, if any, is set by the
+        caller (:meth:`record`, or an in-place op). Generated as straight-line source."""
+        env: dict[str, Any] = {"cls": self.node_cls, "save": save}
+        lines = ["def make(edges, saved=(), keeps=()):", "    node = cls(edges)"]
+        names = [s.name for s in self.inputs_saved]
+        if names:
+            lines.append(f"    {', '.join(names)}, = saved")
+        for spec in self.inputs_saved:
+            test = f"{spec.name} is not None"
+            if spec.only_for is not None:
+                test += f" and edges[{spec.only_for}] is not None"
+            lines.append(f"    node.{spec.name} = save({spec.name}) if {test} else None")
+        if self.keeps:
+            lines.append(f"    {', '.join('node.' + k for k in self.keeps)}, = keeps")
+        lines.append("    return node")
+        exec("\n".join(lines), env)  # noqa: S102  (our own source, from identifiers)
+        make: _Make = env["make"]
+        return make
 
     def _make_unary(self) -> Callable[[Tensor, Any], Tensor]:
         """``unary(a, data)``: :meth:`record` for one input ``a`` saving nothing, ``a``, or
@@ -267,36 +308,3 @@ def _saved(spec: Saved | str) -> Saved:
     if isinstance(spec, Saved):
         return spec
     return Saved(spec, output=spec == "result")
-
-
-def _apply_one(formula: Formula, spec: Saved | None
-               ) -> Callable[[RuleNode, list[Any], bool], Any]:
-    """``apply`` of a one-input rule with at most one (never None) save: one formula
-    call, no loop."""
-    if spec is None:
-        def apply_nothing(node: RuleNode, grads: list[Any], create_graph: bool) -> Any:
-            return (formula(grads[0]),)
-
-        return apply_nothing
-    get = attrgetter(spec.name)
-    if spec.raw:
-        def apply_raw(node: RuleNode, grads: list[Any], create_graph: bool) -> Any:
-            return (formula(grads[0], get(node).unpack(node, False)),)
-
-        return apply_raw
-
-    def apply_saved(node: RuleNode, grads: list[Any], create_graph: bool) -> Any:
-        return (formula(grads[0], get(node).unpack(node, create_graph)),)
-
-    return apply_saved
-
-
-def _apply_two(first: Formula, second: Formula) -> Callable[[RuleNode, list[Any], bool], Any]:
-    """``apply`` of a two-input rule that saves nothing (``a + b``): no loop."""
-
-    def apply_two(node: RuleNode, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        e0, e1 = node.next_edges
-        return (None if e0 is None else first(g), None if e1 is None else second(g))
-
-    return apply_two

@@ -23,7 +23,6 @@ import numpy
 from .. import _defaults
 from .._tensor import Tensor, checked_fill, scalar_type_name
 from ..graph._node import Node
-from ..graph._saved import ERR_BACKWARD_TWICE
 from . import _dual
 from ._promote import result_type
 from ._record import (
@@ -36,7 +35,7 @@ from ._record import (
     scalar_or_tensor,
     tensor_arg,
 )
-from ._rule import Rule
+from ._rule import Rule, Saved, identity, negated
 
 # ---- type promotion ----
 
@@ -92,18 +91,10 @@ def check_sub_bool(a: Any, b: Any) -> None:
 
 # ---- add / sub ----
 
-def _identity(g: Any) -> Any:
-    return g
-
-
-def _negated(g: Any) -> Any:
-    return -g
-
-
 # A None gradient for an input that needs none (what post-hooks see).
-AddBackward0 = Rule("AddBackward0", _identity, _identity, doc="``a + b``.")
-SubBackward0 = Rule("SubBackward0", _identity, _negated, doc="``a - b``.")
-RsubBackward1 = Rule("RsubBackward1", _negated, doc="``number - tensor``.")
+AddBackward0 = Rule("AddBackward0", identity, identity, doc="``a + b``.")
+SubBackward0 = Rule("SubBackward0", identity, negated, doc="``a - b``.")
+RsubBackward1 = Rule("RsubBackward1", negated, doc="``number - tensor``.")
 # ``add(a, b, alpha=...)``, ``sub(a, b, alpha=...)``: PyTorch's nodes, keeping the alpha.
 AddAlphaBackward0 = Rule("AddBackward0", lambda g, alpha: g, lambda g, alpha: g * alpha,
                          keeps=("alpha",), variant="alpha", doc="``a + alpha * b``.")
@@ -230,34 +221,14 @@ def rsub(a: Tensor, b: Any) -> Tensor:
 
 # ---- mul / div ----
 
-# A released node's number operand: PyTorch saves it as a tensor and frees it with the
-# graph, so a second backward through ``x * 2`` or ``x / 2`` raises there too.
-_FREED = object()
-
-
-class MulBackward0(Node):
-    """``a * b``; with a number ``b`` only ``scalar`` is kept."""
-
-    __slots__ = ("self_", "other", "scalar")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        scalar = self.scalar
-        if scalar is not None:
-            if scalar is _FREED:
-                raise RuntimeError(ERR_BACKWARD_TWICE)
-            return (g * scalar, None)
-        edges = self.next_edges
-        ga = g * self.other.unpack(self, create_graph) if edges[0] is not None else None
-        gb = g * self.self_.unpack(self, create_graph) if edges[1] is not None else None
-        return (ga, gb)
-
-    def release_variables(self) -> None:
-        if self.scalar is not None:
-            self.scalar = _FREED
-        for saved in (self.self_, self.other):
-            if saved is not None:
-                saved.release()
+MulBackward0 = Rule(
+    "MulBackward0", lambda g, other, self_: g * other, lambda g, other, self_: g * self_,
+    saves=(Saved("other", only_for=0), Saved("self_", only_for=1)), doc="``a * b``.")
+# With a number ``b`` only the number is kept; PyTorch saves it as a tensor and frees it
+# with the graph, so a second backward through ``x * 2`` or ``x / 2`` raises there too.
+MulByNumberBackward0 = Rule("MulBackward0", operator.mul, None,
+                            keeps=("scalar",), variant="number", frees_keeps=True,
+                            doc="``a * number``.")
 
 
 def mul(a: Tensor, b: Any) -> Tensor:
@@ -274,58 +245,31 @@ def mul(a: Tensor, b: Any) -> Tensor:
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
-        node = MulBackward0(edges)
-        node.other = save(b) if edges[0] is not None else None
-        node.self_ = save(a) if edges[1] is not None else None
-        node.scalar = None
-        return record(node, data, dev)
+        return record(MulBackward0.make(edges, (b, a)), data, dev)
     data = _with_number(a.data, b) * wrap_int(a.data, b)
     edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)
-    node = MulBackward0(edges)
-    node.other = node.self_ = None
-    node.scalar = b
-    return record(node, data, a.device)
+    return record(MulByNumberBackward0.make(edges, (), (b,)), data, a.device)
 
 
-class DivBackward0(Node):
-    """``a / b``: ``g / b`` and ``-g * ((a / b) / b)``, PyTorch's formulas (``b * b``
-    would make the second derivative NaN at ``b == 0``, where PyTorch's is inf).
+# ---- trickier grads: division ----
+# ``g / b`` and ``-g * ((a / b) / b)``, PyTorch's formulas (``b * b`` would make the second
+# derivative NaN at ``b == 0``, where PyTorch's is inf). See Note [Silent singular points].
 
-    A number divisor is kept in ``scalar``, a number dividend in ``numer``.
-    """
+@numpy.errstate(all="ignore")  # b == 0
+def _div_grad_self(g: Any, other: Any, self_: Any) -> Any:
+    return g / other
 
-    __slots__ = ("self_", "other", "scalar", "numer")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        scalar = self.scalar
-        if scalar is not None:
-            if scalar is _FREED:
-                raise RuntimeError(ERR_BACKWARD_TWICE)
-            return (g / scalar if scalar != 0 else _divide(g, scalar), None)
-        return self._by_tensor(g, create_graph)
+@numpy.errstate(all="ignore")  # b == 0
+def _div_grad_other(g: Any, other: Any, self_: Any) -> Any:
+    return -g * ((self_ / other) / other)
 
-    @numpy.errstate(all="ignore")  # b == 0. See Note [Silent singular points].
-    def _by_tensor(self, g: Any, create_graph: bool) -> Any:
-        b = self.other.unpack(self, create_graph)
-        if self.numer is not None:  # number / tensor
-            return (-g * ((self.numer / b) / b),)
-        edges = self.next_edges
-        ga = g / b if edges[0] is not None else None
-        gb = None
-        if edges[1] is not None:
-            a = self.self_.unpack(self, create_graph)
-            gb = -g * ((a / b) / b)
-        return (ga, gb)
 
-    def release_variables(self) -> None:
-        if self.scalar is not None:
-            self.scalar = _FREED
-        for saved in (self.self_, self.other):
-            if saved is not None:
-                saved.release()
+@numpy.errstate(all="ignore")  # b == 0
+def _rdiv_grad(g: Any, other: Any, numer: Any) -> Any:
+    return -g * ((numer / other) / other)
 
 
 @numpy.errstate(all="ignore")
@@ -334,10 +278,16 @@ def _divide(x: Any, y: Any) -> Any:
     return x / y
 
 
-def _div_node(edges: Any, self_: Any, other: Any, scalar: Any, numer: Any) -> DivBackward0:
-    node = DivBackward0(edges)
-    node.self_, node.other, node.scalar, node.numer = self_, other, scalar, numer
-    return node
+def _div_by_number_grad(g: Any, scalar: Any) -> Any:
+    return g / scalar if scalar != 0 else _divide(g, scalar)
+
+
+DivBackward0 = Rule("DivBackward0", _div_grad_self, _div_grad_other,
+                    saves=("other", Saved("self_", only_for=1)), doc="``a / b``.")
+DivByNumberBackward0 = Rule("DivBackward0", _div_by_number_grad, None, keeps=("scalar",),
+                            variant="number", frees_keeps=True, doc="``a / number``.")
+RdivBackward0 = Rule("DivBackward0", _rdiv_grad, saves=("other",), keeps=("numer",),
+                     variant="number dividend", doc="``number / a``.")
 
 
 def div(a: Tensor, b: Any) -> Tensor:
@@ -354,15 +304,13 @@ def div(a: Tensor, b: Any) -> Tensor:
         edges = edges_of(a, b)
         if edges is None:
             return plain(data, dev)
-        other = save(b)  # before self_: PyTorch's order of saving
-        self_ = save(a) if edges[1] is not None else None
-        return record(_div_node(edges, self_, other, None, None), data, dev)
+        return record(DivBackward0.make(edges, (b, a)), data, dev)  # PyTorch's order of saving
     x = a.data if a.data.dtype.kind not in "biu" else a.data.astype(_defaults.FLOAT)
     data = x / b if b != 0 else _divide(x, b)
     edges = edges_with_number(a)
     if edges is None:
         return plain(data, a.device)
-    return record(_div_node(edges, None, None, b, None), data, a.device)
+    return record(DivByNumberBackward0.make(edges, (), (b,)), data, a.device)
 
 
 def rdiv(a: Tensor, b: Any) -> Tensor:
@@ -372,15 +320,12 @@ def rdiv(a: Tensor, b: Any) -> Tensor:
         return div(b, a)
     x = a.data
     data = _divide(b, x if x.dtype.kind not in "biu" else x.astype(_defaults.FLOAT))
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    return record(_div_node(edges, None, save(a), None, b), data, a.device)
+    return RdivBackward0.record((a,), data, a.device, (a,), (b,))
 
 
 # ---- neg / pow ----
 
-NegBackward0 = Rule("NegBackward0", _negated, doc="``-a``.")
+NegBackward0 = Rule("NegBackward0", negated, doc="``-a``.")
 
 
 def neg(a: Tensor) -> Tensor:

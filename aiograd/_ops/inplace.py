@@ -39,15 +39,16 @@ from ._record import (
     save,
     scalar_or_tensor,
 )
-from ._rule import Rule
+from ._rule import Rule, identity
 from .arithmetic import (
     AddAlphaBackward0,
     AddBackward0,
     DivBackward0,
+    DivByNumberBackward0,
     MulBackward0,
+    MulByNumberBackward0,
     SubAlphaBackward0,
     SubBackward0,
-    _identity,
     check_sub_bool,
     combine_alpha,
     wrap_int,
@@ -214,10 +215,11 @@ def mul_(t: Tensor, other: Any) -> Tensor:
     operand, other_t, edges = _prepare(t, other)
     node = None
     if edges is not None:
-        node = MulBackward0(edges)
-        node.scalar = operand if other_t is None else None
-        node.other = save(other_t) if other_t is not None and edges[0] is not None else None
-        node.self_ = save(_old_value(t)) if other_t is not None and edges[1] is not None else None
+        if other_t is None:
+            node = MulByNumberBackward0.make(edges, (), (operand,))
+        else:
+            old = _old_value(t) if edges[1] is not None else None
+            node = MulBackward0.make(edges, (other_t, old))
     t.device.xp.multiply(t.data, wrap_int(t.data, operand), out=t.data, casting="unsafe")
     return commit_inplace(t, node)
 
@@ -227,11 +229,11 @@ def div_(t: Tensor, other: Any) -> Tensor:
     operand, other_t, edges = _prepare(t, other, true_div=True)
     node = None
     if edges is not None:
-        node = DivBackward0(edges)
-        node.numer = None
-        node.scalar = operand if other_t is None else None
-        node.other = None if other_t is None else save(other_t)
-        node.self_ = save(_old_value(t)) if other_t is not None and edges[1] is not None else None
+        if other_t is None:
+            node = DivByNumberBackward0.make(edges, (), (operand,))
+        else:
+            old = _old_value(t) if edges[1] is not None else None
+            node = DivBackward0.make(edges, (other_t, old))
     t.device.xp.divide(t.data, operand, out=t.data, casting="unsafe")
     return commit_inplace(t, node)
 
@@ -332,7 +334,7 @@ FillBackward2 = Rule("FillBackward2", _dual.zeros_of,
 FillBackward3 = Rule("FillBackward3", _dual.zeros_of, lambda g: _dual.sum_dims(g, None),
                      doc="``t.fill_(value)`` with a 0-d tensor ``value``: t's old value gets "
                          "zeros, ``value`` the sum of the gradient.")
-CopyBackwards = Rule("CopyBackwards", _dual.zeros_of, _identity,
+CopyBackwards = Rule("CopyBackwards", _dual.zeros_of, identity,
                      doc="``t.copy_(src)``: t's old value gets zeros; src the gradient (the "
                          "engine casts and sums).")
 
@@ -390,7 +392,7 @@ def copy_(t: Tensor, src: Tensor) -> Tensor:
 
 # ---- clone ----
 
-CloneBackward0 = Rule("CloneBackward0", _identity, doc="The identity gradient of a copy.")
+CloneBackward0 = Rule("CloneBackward0", identity, doc="The identity gradient of a copy.")
 
 
 def clone(t: Tensor) -> Tensor:

@@ -52,9 +52,8 @@ from ._record import (
     scalar_or_tensor,
     tensor_arg,
 )
-from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, Saved
+from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, Saved, identity
 from .arithmetic import (
-    _identity,
     _promoted,
     broadcast_error,
     broadcast_error_among,
@@ -251,7 +250,7 @@ CeilBackward0 = _zeros_rule("CeilBackward0")
 TruncBackward0 = _zeros_rule("TruncBackward0")
 RoundBackward0 = _zeros_rule("RoundBackward0")
 RoundBackward1 = _zeros_rule("RoundBackward1")  # round(x, decimals=d)
-FracBackward0 = Rule("FracBackward0", _identity,
+FracBackward0 = Rule("FracBackward0", identity,
                      doc="``x - trunc(x)``: the gradient passes through, as PyTorch's.")
 
 
@@ -512,9 +511,9 @@ def hypot_(a: Tensor, other: Tensor) -> Tensor:
 
 # ---- fmod / remainder ----
 
-FmodBackward0 = Rule("FmodBackward0", _identity,
+FmodBackward0 = Rule("FmodBackward0", identity,
                      doc="``fmod(x, number)``: the gradient passes through.")
-RemainderBackward0 = Rule("RemainderBackward0", _identity,
+RemainderBackward0 = Rule("RemainderBackward0", identity,
                           doc="``remainder(x, number)``: the gradient passes through.")
 
 

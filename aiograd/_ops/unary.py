@@ -122,10 +122,6 @@ def cos(a: Tensor) -> Tensor:
 # ``sigmoid_backward(g, s)``, as in PyTorch; those save ``y`` (``s``), and ``grad`` only
 # when ``y`` needs a gradient.
 
-TanhBackward0 = Rule("TanhBackward0", lambda g, result: tanh_backward(g, result),
-                     saves=SAVES_OUTPUT, doc="d tanh(x) = 1 - tanh(x)^2: saves the output.")
-SigmoidBackward0 = Rule("SigmoidBackward0", lambda g, result: sigmoid_backward(g, result),
-                        saves=SAVES_OUTPUT, doc="d sigmoid(x) = (1 - s) s: saves the output.")
 TanhBackwardBackward0 = Rule(
     "TanhBackwardBackward0",
     lambda gg, y, grad: tanh_backward(gg, y),
@@ -158,6 +154,12 @@ def sigmoid_backward(grad: Any, s: Any) -> Any:
         return grad * (1 - s) * s
     return SigmoidBackwardBackward0.record((grad, s), grad.data * (1 - s.data) * s.data,
                                            grad.device, (s, grad))
+
+
+TanhBackward0 = Rule("TanhBackward0", tanh_backward, saves=SAVES_OUTPUT,
+                     doc="d tanh(x) = 1 - tanh(x)^2: saves the output.")
+SigmoidBackward0 = Rule("SigmoidBackward0", sigmoid_backward, saves=SAVES_OUTPUT,
+                        doc="d sigmoid(x) = (1 - s) s: saves the output.")
 
 
 def tanh(a: Tensor) -> Tensor:
