@@ -187,6 +187,8 @@ SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if an
     "LeakyReluBackwardBackward0": Case(_leaky_relu_backward, BINARY_SHAPES[:1], kinks=(0.0,)),
     "ErfBackward0": _unary("erf"),
     "GeluBackward0": Case(lambda lib, x: lib.nn.functional.gelu(x), UNARY_SHAPES),
+    "CumprodBackward0": Case(lambda lib, x: lib.cumprod(x, dim=-1), UNARY_SHAPES[1:]),
+    "LogcumsumexpBackward0": Case(lambda lib, x: lib.logcumsumexp(x, dim=-1), UNARY_SHAPES[1:]),
     "LinalgInvExBackward0": Case(lambda lib, a: lib.linalg.inv(_conditioned(lib, a)),
                                  MATRIX_SHAPES),
     "LinalgDetBackward0": Case(lambda lib, a: lib.linalg.det(_conditioned(lib, a)),
