@@ -93,6 +93,12 @@ def _leaky_relu_backward(lib: Any, g: Any, x: Any) -> Any:
     return lib.ops.aten.leaky_relu_backward(g, x, 0.1, False)
 
 
+def _embedding(lib: Any, w: Any) -> Any:
+    """Rows of ``w`` by a (2, 2) index tensor, row 0 twice (a padding row has no gradient
+    by definition, so gradcheck cannot see it: tests/test_nn_layers.py covers it)."""
+    return lib.nn.functional.embedding(lib.tensor([[0, 2], [1, 0]]), w)
+
+
 def _conditioned(lib: Any, a: Any) -> Any:
     """``a + 3 I``: a matrix of ANY entries kept far from singular (n = 3)."""
     return a + 3 * lib.eye(a.shape[-1], dtype=a.dtype)
@@ -189,6 +195,7 @@ SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if an
     "GeluBackward0": Case(lambda lib, x: lib.nn.functional.gelu(x), UNARY_SHAPES),
     "CumprodBackward0": Case(lambda lib, x: lib.cumprod(x, dim=-1), UNARY_SHAPES[1:]),
     "LogcumsumexpBackward0": Case(lambda lib, x: lib.logcumsumexp(x, dim=-1), UNARY_SHAPES[1:]),
+    "EmbeddingBackward0": Case(_embedding, [((3, 2),), ((4, 3),)], linear=True),
     "LinalgInvExBackward0": Case(lambda lib, a: lib.linalg.inv(_conditioned(lib, a)),
                                  MATRIX_SHAPES),
     "LinalgDetBackward0": Case(lambda lib, a: lib.linalg.det(_conditioned(lib, a)),

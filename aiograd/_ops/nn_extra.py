@@ -20,7 +20,7 @@ from .._tensor import Tensor, scalar_type_name
 from ..graph._node import Node
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
-from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule
+from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, Saved
 from .indexing import index_scatter_add
 from .inplace import check_inplace, commit_inplace
 from .nn_ops import _reduction, check_target_shape, loss_target
@@ -67,25 +67,22 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,  # noqa: A002
 
 # ---- embedding ----
 
-class EmbeddingBackward0(Node):
+def _embedding_grad(g: Any, indices: Any, rows: Any, keep: Any,
+                    weight_shape: tuple[int, ...]) -> Any:
     """d weight[i] = sum of g over the positions whose index is i; the padding row gets
     nothing. ``rows``: the flat indices that count; ``keep``: the flat positions that
-    count (None for all of them)."""
+    count (None for all of them). ``indices`` (None for an array input) is saved as
+    PyTorch saves it, unpacked only so that a later write to it is caught."""
+    g = _dual.reshape(g, (-1, weight_shape[1]))
+    if keep is not None:
+        g = g[keep]
+    return index_scatter_add(g, weight_shape, (rows,), False, "EmbeddingDenseBackwardBackward0")
 
-    __slots__ = ("rows", "keep", "weight_shape", "indices")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        if self.indices is not None:  # saved as PyTorch saves them: a later write is caught
-            self.indices.unpack(self, False)
-        g = _dual.reshape(grads[0], (-1, self.weight_shape[1]))
-        if self.keep is not None:
-            g = g[self.keep]
-        return (index_scatter_add(g, self.weight_shape, (self.rows,), False,
-                                  "EmbeddingDenseBackwardBackward0"),)
-
-    def release_variables(self) -> None:
-        if self.indices is not None:
-            self.indices.release()
+EmbeddingBackward0 = Rule("EmbeddingBackward0", _embedding_grad,
+                          saves=(Saved("indices", raw=True),),
+                          keeps=("rows", "keep", "weight_shape"),
+                          doc="``embedding``'s node: see ``_embedding_grad``.")
 
 
 def _check_padding_idx(padding_idx: int | None, num_embeddings: int) -> int | None:
@@ -127,14 +124,10 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Ten
     edges = edges_of(weight)
     if edges is None:
         return plain(data, weight.device)
-    node = EmbeddingBackward0(edges)
-    node.weight_shape = weight.shape
-    node.indices = save(input) if isinstance(input, Tensor) else None
-    if pad is None:
-        node.rows, node.keep = flat, None
-    else:
-        keep = weight.device.xp.nonzero(flat != pad)[0]
-        node.rows, node.keep = flat[keep], keep
+    keep = None if pad is None else weight.device.xp.nonzero(flat != pad)[0]
+    rows = flat if keep is None else flat[keep]
+    node = EmbeddingBackward0.make(edges, (input if isinstance(input, Tensor) else None,),
+                                   (rows, keep, weight.shape))
     return record(node, data, weight.device)
 
 
