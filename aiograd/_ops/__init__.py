@@ -21,7 +21,9 @@ Note [Broadcast gradients]
     ``InputMetadata::maybe_reduce``), as PyTorch does.
 
 Formulas compute a gradient only for inputs whose edge is not None (the
-forward input required grad), like ``needs_input_grad``.
+forward input required grad), like ``needs_input_grad``. Most nodes are
+declared as rules (``_rule.Rule``), which generate this masking; see
+docs/ops.md, "How to add an op".
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ backward formula per input that may need a gradient (HIPS autograd's
   ``release_variables`` releasing exactly the saves, ``name()`` PyTorch's;
 - ``apply``: unpacks the saves and calls the formula of each input whose edge
   is not None (needs-grad masking); generated as straight-line source per rule;
-- :meth:`Rule.record`: edges, plain result when no edge, node, saves, record.
-  ``Rule.unary`` is the same for a one-input op, generated without loops: it is
-  the hot forward path.
+- ``Rule.make(edges, saved, keeps)``: the node with its saves and keeps set,
+  generated as source too; :meth:`Rule.record`: edges, plain result when no
+  edge, node, saves, record. ``Rule.unary`` is ``record`` for a one-input op
+  without loops or tuples: the hot forward path.
 
 Formulas are called ``formula(grad, *unpacked_saves, *keeps)`` and follow
 Note [Dual backward formulas]. A formula that needs the node itself (the engine
@@ -20,7 +21,8 @@ state, or to choose how to unpack) is declared ``whole=``: it is ``apply``,
 called ``whole(node, grads, create_graph, *saved_tensors, *keeps)`` with the
 :class:`SavedTensor` objects unpacked by it, and masks by ``node.next_edges``.
 
-``RULES`` maps every node name to its rule: the sweep test iterates it.
+``RULES`` maps every rule's key (its node name, with its variant if any) to
+it: tests/test_op_sweep.py iterates it and fails for a rule without a case.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ __all__ = ["FREED", "RULES", "SAVES_INPUT", "SAVES_OUTPUT", "Rule", "RuleNode", 
            "identity", "negated"]
 
 Formula = Callable[..., Any]
-
+Whole = Callable[..., Sequence[Any]]
 
 
 def identity(g: Any) -> Any:
@@ -56,7 +58,6 @@ _INLINED: dict[Any, str] = {identity: "g", negated: "-g"}
 
 # A released node's freed keeps (``frees_keeps``).
 FREED: Any = object()
-Whole = Callable[..., Sequence[Any]]
 
 
 class Saved:
