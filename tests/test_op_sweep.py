@@ -196,6 +196,9 @@ SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if an
     "CumprodBackward0": Case(lambda lib, x: lib.cumprod(x, dim=-1), UNARY_SHAPES[1:]),
     "LogcumsumexpBackward0": Case(lambda lib, x: lib.logcumsumexp(x, dim=-1), UNARY_SHAPES[1:]),
     "EmbeddingBackward0": Case(_embedding, [((3, 2),), ((4, 3),)], linear=True),
+    "NativeLayerNormBackward0": Case(
+        lambda lib, x, w, b: lib.nn.functional.layer_norm(x, (3,), w, b),
+        [((2, 3), (3,), (3,)), ((2, 2, 3), (3,), (3,))]),
     "LinalgInvExBackward0": Case(lambda lib, a: lib.linalg.inv(_conditioned(lib, a)),
                                  MATRIX_SHAPES),
     "LinalgDetBackward0": Case(lambda lib, a: lib.linalg.det(_conditioned(lib, a)),

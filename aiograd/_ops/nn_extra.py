@@ -17,10 +17,10 @@ import numpy
 
 from .. import _defaults, _random
 from .._tensor import Tensor, scalar_type_name
-from ..graph._node import Node
+from ..graph._saved import SavedTensor
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
-from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, Saved
+from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, RuleNode, Saved
 from .indexing import index_scatter_add
 from .inplace import check_inplace, commit_inplace
 from .nn_ops import _reduction, check_target_shape, loss_target
@@ -154,43 +154,43 @@ def norm_input_grad(gh: Any, xhat: Any, rstd: Any, dims: tuple[int, ...]) -> Any
     return rstd * (gh - mean_gh - xhat * mean_ghx)
 
 
-class NativeLayerNormBackward0(Node):
+# ---- trickier grads: layer_norm (three gradients share xhat and rstd) ----
+
+def _layer_norm_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+                     saved_input: SavedTensor, saved_weight: SavedTensor | None, xhat: Any,
+                     rstd: Any, dims: tuple[int, ...], eps: float) -> Any:
     """With ``xhat`` the normalized input, ``gh = g * weight`` and means over the
     normalized dims: d input = rstd (gh - mean(gh) - xhat mean(gh xhat)),
     d weight = sum of g xhat over the batch dims, d bias = sum of g over them.
 
-    Saves the input, and ``xhat`` and ``rstd`` as arrays for the plain backward; with
+    ``xhat`` and ``rstd`` are the forward's arrays for the plain backward; with
     ``create_graph`` they are recomputed from the input so their dependence on it is
     recorded.
     """
+    g = grads[0]
+    edges = node.next_edges
+    if create_graph:
+        xhat, rstd, _, _ = norm_stats(saved_input.unpack(node, True), dims, eps)
+    else:
+        saved_input.unpack(node, False)  # its version check, as PyTorch's saved input
+    gx = gw = gb = None
+    if edges[0] is not None:
+        gh = g if saved_weight is None else g * saved_weight.unpack(node, create_graph)
+        gx = norm_input_grad(gh, xhat, rstd, dims)
+    batch = tuple(range(g.ndim - len(dims)))
+    if edges[1] is not None:
+        gw = g * xhat
+        gw = _dual.sum_dims(gw, batch) if batch else gw
+    if edges[2] is not None:
+        gb = _dual.sum_dims(g, batch) if batch else g
+    return (gx, gw, gb)
 
-    __slots__ = ("input", "weight", "xhat", "rstd", "dims", "eps")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        if create_graph:
-            xhat, rstd, _, _ = norm_stats(self.input.unpack(self, True), self.dims, self.eps)
-        else:
-            self.input.unpack(self, False)  # its version check, as PyTorch's saved input
-            xhat, rstd = self.xhat, self.rstd
-        gx = gw = gb = None
-        if edges[0] is not None:
-            gh = g if self.weight is None else g * self.weight.unpack(self, create_graph)
-            gx = norm_input_grad(gh, xhat, rstd, self.dims)
-        batch = tuple(range(g.ndim - len(self.dims)))
-        if edges[1] is not None:
-            gw = g * xhat
-            gw = _dual.sum_dims(gw, batch) if batch else gw
-        if edges[2] is not None:
-            gb = _dual.sum_dims(g, batch) if batch else g
-        return (gx, gw, gb)
-
-    def release_variables(self) -> None:
-        self.input.release()
-        if self.weight is not None:
-            self.weight.release()
-        self.xhat = self.rstd = None
+NativeLayerNormBackward0 = Rule(
+    "NativeLayerNormBackward0", whole=_layer_norm_grad, saves=("input", "weight"),
+    keeps=("xhat", "rstd", "dims", "eps"), frees_keeps=True,
+    doc="``layer_norm``: saves the input and weight, and keeps xhat and rstd (freed with "
+        "them). See ``_layer_norm_grad``.")
 
 
 def _check_affine(name: str, t: Tensor | None, shape: tuple[int, ...]) -> None:
@@ -239,10 +239,7 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
         return plain(data, input.device)
     if data is xhat:  # the node keeps xhat: an in-place write of the output must not reach it
         data = xhat.copy()
-    node = NativeLayerNormBackward0(edges)
-    node.input = save(input)
-    node.weight = save(weight)
-    node.xhat, node.rstd, node.dims, node.eps = xhat, rstd, dims, eps
+    node = NativeLayerNormBackward0.make(edges, (input, weight), (xhat, rstd, dims, eps))
     return record(node, data, input.device)
 
 
