@@ -135,8 +135,8 @@ class _Done(Coroutine[Any, Any, Any]):
         pass
 
     def __await__(self) -> Generator[Any, None, Any]:
+        yield from ()  # a generator that yields nothing: awaiting it does not suspend
         return self.result()
-        yield  # a generator: awaiting it finishes without suspending
 
 
 class Finished(_Done, Generic[T]):
@@ -154,7 +154,7 @@ class Finished(_Done, Generic[T]):
         return f"<finished aiograd backward: {self.value!r}>"
 
 
-class FinishedGrads(tuple, _Done):  # type: ignore[type-arg,misc]
+class FinishedGrads(tuple[Any, ...], _Done):
     """``grad()``'s result when no loop runs: the gradients as a tuple, also awaitable."""
 
     __slots__ = ()

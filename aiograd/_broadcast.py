@@ -6,6 +6,7 @@ A leaf module (it imports only ``_tensor``), so the ops need not import the engi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy
@@ -13,7 +14,7 @@ import numpy
 from ._tensor import Tensor
 
 _ndarray = numpy.ndarray
-_add_reduce = numpy.add.reduce
+_add_reduce: Callable[..., Any] = numpy.add.reduce  # the ufunc stubs need literal keepdims
 
 
 def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any | None:

@@ -43,12 +43,12 @@ _SEED_MAX = 0xFFFF_FFFF_FFFF_FFFF
 def _check_seed(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"manual_seed(): seed must be an int, not {type(value).__name__}")
-    value = int(value)
-    if not _SEED_MIN <= value <= _SEED_MAX:
+    seed = int(value)
+    if not _SEED_MIN <= seed <= _SEED_MAX:
         raise ValueError(
             f"Overflow when unpacking long long: seed must be within [{_SEED_MIN}, "
-            f"{_SEED_MAX}], got {value}")
-    return value % (1 << 64)  # negative seeds wrap, as PyTorch's
+            f"{_SEED_MAX}], got {seed}")
+    return seed % (1 << 64)  # negative seeds wrap, as PyTorch's
 
 
 class Generator:

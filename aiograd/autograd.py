@@ -23,9 +23,10 @@ from ._warn import warn_user
 from .engine import engine as _engine_mod
 from .engine._bridge import running_loop_library
 from .engine.drivers import multithreading_enabled
-from .engine.graph_task import GraphTask, checkpoint_valid, current_graph_task
+from .engine.graph_task import GraphTask
 from .engine.input_buffer import CURRENT_STREAM, accumulate
 from .engine.validate import plain_grads, validate_outputs
+from .graph._context import checkpoint_valid, current_graph_task
 from .graph._node import GradientEdge, GraphRoot, Node, gradient_edge
 
 __all__ = [
@@ -259,10 +260,10 @@ def _make_task(
 
 
 def _results(gt: GraphTask, *, allow_unused: bool, zeros_for: list[Any] | None,
-             create_graph: bool) -> tuple[Any, ...]:
+             create_graph: bool) -> tuple[Tensor | None, ...]:
     """``grad()``'s results: the captured gradients; for an unused input None, or
     zeros like it with ``materialize_grads`` (``zeros_for`` lists the inputs)."""
-    out = []
+    out: list[Tensor | None] = []
     for i, g in enumerate(gt.captured):
         if g is None:
             if not allow_unused:
@@ -369,7 +370,9 @@ def _set_deadline(gt: GraphTask, deadline: float | None, name: str) -> None:
 
 def _grad_task(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
                create_graph: bool, allow_unused: bool | None, materialize_grads: bool,
-               call: str, deadline: float | None) -> Any:
+               call: str, deadline: float | None
+               ) -> tuple[tuple[GraphTask, contextvars.Context],
+                          Callable[[GraphTask], tuple[Tensor | None, ...]]]:
     """The GraphTask of a ``grad()`` call, its context, and how to give out its results."""
     with naming(call):
         return _checked_grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
@@ -443,7 +446,7 @@ async def _grad_async(
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                     allow_unused, materialize_grads, "grad", deadline)
     await _engine_mod.get_engine().run_async(gt, ctx)
-    return results(gt)  # type: ignore[no-any-return]
+    return results(gt)
 
 
 def grad_sync(

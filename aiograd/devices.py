@@ -159,7 +159,7 @@ class CUDABackend(DeviceBackend):
         self._cupy: Any = None
 
     @property
-    def xp(self) -> Any:  # type: ignore[override]
+    def xp(self) -> Any:
         if self._cupy is None:
             try:
                 import cupy
@@ -195,7 +195,8 @@ class CUDABackend(DeviceBackend):
             return self.xp.asarray(array)
 
     def to_host(self, array: Any) -> numpy.ndarray:
-        return self.xp.asnumpy(array)
+        host: numpy.ndarray = self.xp.asnumpy(array)
+        return host
 
     def copy_to(self, array: Any, index: int) -> Any:
         # ndarray.copy() copies into the *current* device, from any device.
@@ -251,6 +252,7 @@ class Device:
     type: str
     index: int
     backend: DeviceBackend
+    _str: str
 
     def __new__(cls, type: str, index: int | None = None) -> Device:  # noqa: A002
         return device(type, index)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import numpy
@@ -95,7 +95,7 @@ class _FunctionBackward(Node, FunctionCtx):
         return f"{self._function.__name__}Backward"
 
     def _grads_in(self, grads: list[Any], create_graph: bool) -> list[Any]:
-        out = []
+        out: list[Tensor | None] = []
         for i, g in enumerate(grads):
             meta = self.input_metadata[i]
             if g is None:
@@ -147,7 +147,8 @@ class _FunctionBackward(Node, FunctionCtx):
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         result = self._function.backward(self, *self._grads_in(grads, create_graph))
         if inspect.isawaitable(result):
-            result.close()  # type: ignore[union-attr]
+            if isinstance(result, Coroutine):
+                result.close()  # never awaited: close it without a "never awaited" warning
             raise RuntimeError(f"{self.name()} has an async backward; the engine must await it")
         return self._grads_out(result, create_graph)
 
@@ -344,6 +345,7 @@ class DelayedError(Node):
 
     __slots__ = ("message",)
     runs_without_grads = True
+    message: str
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         raise RuntimeError(self.message)

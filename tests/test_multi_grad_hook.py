@@ -479,3 +479,9 @@ def test_handle_is_a_removable_handle():
         assert isinstance(handle, ag.graph.RemovableHandle)
     ag.backward_sync(a * 2.0)
     assert calls == []
+
+
+@pytest.mark.parametrize("mode", ["all", "any"])
+def test_non_tensors_are_a_type_error(mode):
+    with pytest.raises(TypeError, match="register_multi_grad_hook.*float"):
+        ag.register_multi_grad_hook([ag.ones(2), 1.5], lambda g: None, mode=mode)

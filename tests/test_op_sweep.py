@@ -14,7 +14,7 @@ import pytest
 from oracles import check_against_torch, check_second_order, leaf
 
 import aiograd as ag
-from aiograd._ops import unary
+from aiograd._ops import nn_extra, unary
 from aiograd._ops._rule import RULES
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,6 +31,9 @@ BINARY_SHAPES: list[tuple[tuple[int, ...], ...]] = [
     ((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2,))]
 CLAMP_SHAPES: list[tuple[tuple[int, ...], ...]] = [
     ((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), ()), ((2, 3), (2, 1), (1,))]
+MATRIX_SHAPES: list[tuple[tuple[int, ...], ...]] = [((3, 3),), ((2, 3, 3),)]
+SOLVE_SHAPES: list[tuple[tuple[int, ...], ...]] = [
+    ((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (2, 3)), ((2, 3, 3), (3, 2))]
 
 
 class Case:
@@ -82,6 +85,23 @@ def _aten(name: str, ours: Callable[..., Any], *extra: Any) -> Callable[..., Any
         return getattr(lib.ops.aten, name)(g, y, *extra)
 
     return op
+
+
+def _leaky_relu_backward(lib: Any, g: Any, x: Any) -> Any:
+    if lib is ag:
+        return nn_extra.leaky_relu_backward(g, x, 0.1)
+    return lib.ops.aten.leaky_relu_backward(g, x, 0.1, False)
+
+
+def _embedding(lib: Any, w: Any) -> Any:
+    """Rows of ``w`` by a (2, 2) index tensor, row 0 twice (a padding row has no gradient
+    by definition, so gradcheck cannot see it: tests/test_nn_layers.py covers it)."""
+    return lib.nn.functional.embedding(lib.tensor([[0, 2], [1, 0]]), w)
+
+
+def _conditioned(lib: Any, a: Any) -> Any:
+    """``a + 3 I``: a matrix of ANY entries kept far from singular (n = 3)."""
+    return a + 3 * lib.eye(a.shape[-1], dtype=a.dtype)
 
 
 SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if any
@@ -165,6 +185,26 @@ SWEEP: dict[str, Case] = {  # by RULES key: the node name, and the variant if an
     "MinimumBackward0": Case(lambda lib, a, b: lib.minimum(a, b), BINARY_SHAPES, linear=True),
     "WhereBackward0": Case(lambda lib, x, y: lib.where(x.detach() > 0, x, y), BINARY_SHAPES,
                            linear=True),
+    "LeakyReluBackward0": Case(lambda lib, x: lib.nn.functional.leaky_relu(x, 0.1),
+                               UNARY_SHAPES, kinks=(0.0,)),
+    "LeakyReluBackward1": Case(
+        lambda lib, x: lib.nn.functional.leaky_relu(x * 1.0, 0.1, inplace=True), UNARY_SHAPES,
+        kinks=(0.0,)),
+    "LeakyReluBackwardBackward0": Case(_leaky_relu_backward, BINARY_SHAPES[:1], kinks=(0.0,)),
+    "ErfBackward0": _unary("erf"),
+    "GeluBackward0": Case(lambda lib, x: lib.nn.functional.gelu(x), UNARY_SHAPES),
+    "CumprodBackward0": Case(lambda lib, x: lib.cumprod(x, dim=-1), UNARY_SHAPES[1:]),
+    "LogcumsumexpBackward0": Case(lambda lib, x: lib.logcumsumexp(x, dim=-1), UNARY_SHAPES[1:]),
+    "EmbeddingBackward0": Case(_embedding, [((3, 2),), ((4, 3),)], linear=True),
+    "NativeLayerNormBackward0": Case(
+        lambda lib, x, w, b: lib.nn.functional.layer_norm(x, (3,), w, b),
+        [((2, 3), (3,), (3,)), ((2, 2, 3), (3,), (3,))]),
+    "LinalgInvExBackward0": Case(lambda lib, a: lib.linalg.inv(_conditioned(lib, a)),
+                                 MATRIX_SHAPES),
+    "LinalgDetBackward0": Case(lambda lib, a: lib.linalg.det(_conditioned(lib, a)),
+                               MATRIX_SHAPES),
+    "LinalgSolveExBackward0": Case(
+        lambda lib, a, b: lib.linalg.solve(_conditioned(lib, a), b), SOLVE_SHAPES),
 }
 
 CASES = [pytest.param(key, i, id=f"{key}-{i}")

@@ -21,9 +21,10 @@ from typing import Any
 import numpy
 
 from .._tensor import Tensor, scalar_type_name
-from ..graph._node import Node
+from ..graph._saved import SavedTensor
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+from ._record import check_same_device, tensor_arg
+from ._rule import Rule, RuleNode, Saved
 
 __all__ = ["inv", "det", "solve"]
 
@@ -51,17 +52,14 @@ def _mT(x: Any) -> Any:
 
 # ---- inv ----
 
-class LinalgInvExBackward0(Node):
-    """d inv(A) = -inv(A)^T g inv(A)^T: saves the result."""
+def _inv_grad(g: Any, inverse: Any) -> Any:
+    inv_t = _mT(inverse)
+    return -(inv_t @ g @ inv_t)
 
-    __slots__ = ("inverse",)
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        inv_t = _mT(self.inverse.unpack(self, create_graph))
-        return (-(inv_t @ grads[0] @ inv_t),)
-
-    def release_variables(self) -> None:
-        self.inverse.release()
+LinalgInvExBackward0 = Rule("LinalgInvExBackward0", _inv_grad,
+                            saves=(Saved("inverse", output=True),),
+                            doc="d inv(A) = -inv(A)^T g inv(A)^T: saves the result.")
 
 
 def inv(A: Tensor) -> Tensor:  # noqa: N803  (PyTorch's argument name)
@@ -72,13 +70,7 @@ def inv(A: Tensor) -> Tensor:  # noqa: N803  (PyTorch's argument name)
         data = A.device.xp.linalg.inv(A.data)
     except numpy.linalg.LinAlgError:
         raise _singular("inv") from None
-    edges = edges_of(A)
-    if edges is None:
-        return plain(data, A.device)
-    node = LinalgInvExBackward0(edges)
-    out = record(node, data, A.device)
-    node.inverse = save(out, is_output=True)
-    return out
+    return LinalgInvExBackward0.unary(A, data)
 
 
 # ---- det ----
@@ -94,23 +86,16 @@ def _cofactor(a: Any) -> Any:
     return (u * others[..., None, :]) @ vt * sign[..., None, None]
 
 
-class LinalgDetBackward0(Node):
-    """d det(A) = g cofactor(A) = g det(A) inv(A)^T: saves the input and the result."""
+@numpy.errstate(all="ignore")
+def _det_grad(g: Any, a: Any, d: Any) -> Any:
+    if type(a) is Tensor:  # differentiable again: det(A) inv(A)^T
+        return (g * d).unsqueeze(-1).unsqueeze(-1) * inv(a).mT
+    return g[..., None, None] * _cofactor(a)
 
-    __slots__ = ("A", "result")
 
-    @numpy.errstate(all="ignore")
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        a = self.A.unpack(self, create_graph)
-        g = grads[0]
-        if type(a) is Tensor:  # differentiable again: det(A) inv(A)^T
-            d = self.result.unpack(self, create_graph)
-            return ((g * d).unsqueeze(-1).unsqueeze(-1) * inv(a).mT,)
-        return (g[..., None, None] * _cofactor(a),)
-
-    def release_variables(self) -> None:
-        self.A.release()
-        self.result.release()
+LinalgDetBackward0 = Rule("LinalgDetBackward0", _det_grad, saves=("A", "result"),
+                          doc="d det(A) = g cofactor(A) = g det(A) inv(A)^T: saves the input "
+                              "and the result.")
 
 
 def det(A: Tensor) -> Tensor:  # noqa: N803
@@ -118,14 +103,7 @@ def det(A: Tensor) -> Tensor:  # noqa: N803
     A = tensor_arg(A, "linalg.det", "A", 1)
     _square(A, "det")
     data = _dual.contiguous(A.device.xp.asarray(A.device.xp.linalg.det(A.data)))
-    edges = edges_of(A)
-    if edges is None:
-        return plain(data, A.device)
-    node = LinalgDetBackward0(edges)
-    node.A = save(A)
-    out = record(node, data, A.device)
-    node.result = save(out, is_output=True)
-    return out
+    return LinalgDetBackward0.record((A,), data, A.device, saved=(A,))
 
 
 # ---- solve ----
@@ -136,32 +114,30 @@ def _is_vector_rhs(A: Tensor, B: Tensor) -> bool:
     return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
 
 
-class LinalgSolveExBackward0(Node):
-    """X = A^-1 B: gB = A^-T g, gA = -gB X^T. Saves A and the result.
+# ---- trickier grads: solve (both gradients share one solve) ----
 
-    ``vector``: B (and X) are vectors, made columns for the matrix formulas.
-    """
+def _solve_grad(node: RuleNode, grads: list[Any], create_graph: bool, saved_a: SavedTensor,
+                saved_x: SavedTensor, vector: bool) -> Any:
+    """X = A^-1 B: gB = A^-T g, gA = -gB X^T. ``vector``: B (and X) are vectors, made
+    columns for the matrix formulas."""
+    a = saved_a.unpack(node, create_graph)
+    x = saved_x.unpack(node, create_graph)
+    g = grads[0]
+    if vector:
+        g, x = _dual.unsqueeze(g, -1), _dual.unsqueeze(x, -1)
+    if type(a) is Tensor:
+        gb = solve(a.mT, g)
+    else:
+        gb = _dual.xp_of(a).linalg.solve(_mT(a), g)
+    ga = -(gb @ _mT(x)) if node.next_edges[0] is not None else None
+    if vector:
+        gb = gb.squeeze(-1) if type(gb) is Tensor else gb[..., 0]
+    return ga, (gb if node.next_edges[1] is not None else None)
 
-    __slots__ = ("A", "result", "vector")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        a = self.A.unpack(self, create_graph)
-        x = self.result.unpack(self, create_graph)
-        g = grads[0]
-        if self.vector:
-            g, x = _dual.unsqueeze(g, -1), _dual.unsqueeze(x, -1)
-        if type(a) is Tensor:
-            gb = solve(a.mT, g)
-        else:
-            gb = _dual.xp_of(a).linalg.solve(_mT(a), g)
-        ga = -(gb @ _mT(x)) if self.next_edges[0] is not None else None
-        if self.vector:
-            gb = gb.squeeze(-1) if type(gb) is Tensor else gb[..., 0]
-        return ga, (gb if self.next_edges[1] is not None else None)
-
-    def release_variables(self) -> None:
-        self.A.release()
-        self.result.release()
+LinalgSolveExBackward0 = Rule("LinalgSolveExBackward0", whole=_solve_grad,
+                              saves=("A", "result"), keeps=("vector",),
+                              doc="``linalg.solve(A, B)``: saves A and the result.")
 
 
 def solve(A: Tensor, B: Any) -> Tensor:  # noqa: N803
@@ -193,15 +169,7 @@ def solve(A: Tensor, B: Any) -> Tensor:  # noqa: N803
     if vector:
         data = data[..., 0]
     data = _dual.contiguous(data)
-    edges = edges_of(A, B)
-    if edges is None:
-        return plain(data, dev)
-    node = LinalgSolveExBackward0(edges)
-    node.A = save(A)
-    node.vector = vector
-    out = record(node, data, dev)
-    node.result = save(out, is_output=True)
-    return out
+    return LinalgSolveExBackward0.record((A, B), data, dev, saved=(A,), keeps=(vector,))
 
 
 Tensor.inverse = inv

@@ -19,9 +19,10 @@ import numpy
 from .. import _defaults, _random
 from .._boundary import AssertionValueError
 from .._tensor import Tensor, scalar_type_name
-from ..graph._node import Node
+from ..graph._saved import SavedTensor
 from . import _dual
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, RuleNode, Saved
 from .indexing import index_scatter_add
 from .inplace import check_inplace, commit_inplace
 from .nn_ops import _reduction, check_target_shape, loss_target
@@ -70,25 +71,22 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,  # noqa: A002
 
 # ---- embedding ----
 
-class EmbeddingBackward0(Node):
+def _embedding_grad(g: Any, indices: Any, rows: Any, keep: Any,
+                    weight_shape: tuple[int, ...]) -> Any:
     """d weight[i] = sum of g over the positions whose index is i; the padding row gets
     nothing. ``rows``: the flat indices that count; ``keep``: the flat positions that
-    count (None for all of them)."""
+    count (None for all of them). ``indices`` (None for an array input) is saved as
+    PyTorch saves it, unpacked only so that a later write to it is caught."""
+    g = _dual.reshape(g, (-1, weight_shape[1]))
+    if keep is not None:
+        g = g[keep]
+    return index_scatter_add(g, weight_shape, (rows,), False, "EmbeddingDenseBackwardBackward0")
 
-    __slots__ = ("rows", "keep", "weight_shape", "indices")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        if self.indices is not None:  # saved as PyTorch saves them: a later write is caught
-            self.indices.unpack(self, False)
-        g = _dual.reshape(grads[0], (-1, self.weight_shape[1]))
-        if self.keep is not None:
-            g = g[self.keep]
-        return (index_scatter_add(g, self.weight_shape, (self.rows,), False,
-                                  "EmbeddingDenseBackwardBackward0"),)
-
-    def release_variables(self) -> None:
-        if self.indices is not None:
-            self.indices.release()
+EmbeddingBackward0 = Rule("EmbeddingBackward0", _embedding_grad,
+                          saves=(Saved("indices", raw=True),),
+                          keeps=("rows", "keep", "weight_shape"),
+                          doc="``embedding``'s node: see ``_embedding_grad``.")
 
 
 def _check_padding_idx(padding_idx: int | None, num_embeddings: int) -> int | None:
@@ -131,14 +129,10 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Ten
     edges = edges_of(weight)
     if edges is None:
         return plain(data, weight.device)
-    node = EmbeddingBackward0(edges)
-    node.weight_shape = weight.shape
-    node.indices = save(input) if isinstance(input, Tensor) else None
-    if pad is None:
-        node.rows, node.keep = flat, None
-    else:
-        keep = weight.device.xp.nonzero(flat != pad)[0]
-        node.rows, node.keep = flat[keep], keep
+    keep = None if pad is None else weight.device.xp.nonzero(flat != pad)[0]
+    rows = flat if keep is None else flat[keep]
+    node = EmbeddingBackward0.make(edges, (input if isinstance(input, Tensor) else None,),
+                                   (rows, keep, weight.shape))
     return record(node, data, weight.device)
 
 
@@ -165,43 +159,43 @@ def norm_input_grad(gh: Any, xhat: Any, rstd: Any, dims: tuple[int, ...]) -> Any
     return rstd * (gh - mean_gh - xhat * mean_ghx)
 
 
-class NativeLayerNormBackward0(Node):
+# ---- trickier grads: layer_norm (three gradients share xhat and rstd) ----
+
+def _layer_norm_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+                     saved_input: SavedTensor, saved_weight: SavedTensor | None, xhat: Any,
+                     rstd: Any, dims: tuple[int, ...], eps: float) -> Any:
     """With ``xhat`` the normalized input, ``gh = g * weight`` and means over the
     normalized dims: d input = rstd (gh - mean(gh) - xhat mean(gh xhat)),
     d weight = sum of g xhat over the batch dims, d bias = sum of g over them.
 
-    Saves the input, and ``xhat`` and ``rstd`` as arrays for the plain backward; with
+    ``xhat`` and ``rstd`` are the forward's arrays for the plain backward; with
     ``create_graph`` they are recomputed from the input so their dependence on it is
     recorded.
     """
+    g = grads[0]
+    edges = node.next_edges
+    if create_graph:
+        xhat, rstd, _, _ = norm_stats(saved_input.unpack(node, True), dims, eps)
+    else:
+        saved_input.unpack(node, False)  # its version check, as PyTorch's saved input
+    gx = gw = gb = None
+    if edges[0] is not None:
+        gh = g if saved_weight is None else g * saved_weight.unpack(node, create_graph)
+        gx = norm_input_grad(gh, xhat, rstd, dims)
+    batch = tuple(range(g.ndim - len(dims)))
+    if edges[1] is not None:
+        gw = g * xhat
+        gw = _dual.sum_dims(gw, batch) if batch else gw
+    if edges[2] is not None:
+        gb = _dual.sum_dims(g, batch) if batch else g
+    return (gx, gw, gb)
 
-    __slots__ = ("input", "weight", "xhat", "rstd", "dims", "eps")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        if create_graph:
-            xhat, rstd, _, _ = norm_stats(self.input.unpack(self, True), self.dims, self.eps)
-        else:
-            self.input.unpack(self, False)  # its version check, as PyTorch's saved input
-            xhat, rstd = self.xhat, self.rstd
-        gx = gw = gb = None
-        if edges[0] is not None:
-            gh = g if self.weight is None else g * self.weight.unpack(self, create_graph)
-            gx = norm_input_grad(gh, xhat, rstd, self.dims)
-        batch = tuple(range(g.ndim - len(self.dims)))
-        if edges[1] is not None:
-            gw = g * xhat
-            gw = _dual.sum_dims(gw, batch) if batch else gw
-        if edges[2] is not None:
-            gb = _dual.sum_dims(g, batch) if batch else g
-        return (gx, gw, gb)
-
-    def release_variables(self) -> None:
-        self.input.release()
-        if self.weight is not None:
-            self.weight.release()
-        self.xhat = self.rstd = None
+NativeLayerNormBackward0 = Rule(
+    "NativeLayerNormBackward0", whole=_layer_norm_grad, saves=("input", "weight"),
+    keeps=("xhat", "rstd", "dims", "eps"), frees_keeps=True,
+    doc="``layer_norm``: saves the input and weight, and keeps xhat and rstd (freed with "
+        "them). See ``_layer_norm_grad``.")
 
 
 def _check_affine(name: str, t: Tensor | None, shape: tuple[int, ...]) -> None:
@@ -250,51 +244,34 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
         return plain(data, input.device)
     if data is xhat:  # the node keeps xhat: an in-place write of the output must not reach it
         data = xhat.copy()
-    node = NativeLayerNormBackward0(edges)
-    node.input = save(input)
-    node.weight = save(weight)
-    node.xhat, node.rstd, node.dims, node.eps = xhat, rstd, dims, eps
+    node = NativeLayerNormBackward0.make(edges, (input, weight), (xhat, rstd, dims, eps))
     return record(node, data, input.device)
 
 
 # ---- leaky_relu ----
 
-class LeakyReluBackward0(Node):
-    """d x = g where x > 0, else ``negative_slope * g``. ``saved``: the input (or, for
-    LeakyReluBackward1, the result of the in-place op: of the input's sign, as the slope
-    is >= 0 there). With ``create_graph`` it records a LeakyReluBackwardBackward0, as
-    PyTorch's."""
-
-    __slots__ = ("saved", "negative_slope")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (leaky_relu_backward(grads[0], self.saved.unpack(self, create_graph),
-                                    self.negative_slope),)
-
-    def release_variables(self) -> None:
-        self.saved.release()
+def _leaky_relu_grad(g: Any, x: Any, negative_slope: float) -> Any:
+    return leaky_relu_backward(g, x, negative_slope)
 
 
-class LeakyReluBackwardBackward0(Node):
-    """The node of leaky_relu's create_graph gradient ``leaky_relu_backward(grad, x)``.
-
-    The slope is piecewise constant in ``x``: the gradient is
-    ``leaky_relu_backward(gg, x)`` for ``grad`` and zeros for ``x``, as PyTorch's.
-    """
-
-    __slots__ = ("saved", "negative_slope")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        gg = None
-        if edges[0] is not None:
-            gg = leaky_relu_backward(g, self.saved.unpack(self, create_graph),
-                                     self.negative_slope)
-        return (gg, _dual.zeros_of(g) if edges[1] is not None else None)
-
-    def release_variables(self) -> None:
-        self.saved.release()
+_LEAKY_RELU_DOC = (
+    "d x = g where x > 0, else ``negative_slope * g``. ``saved``: the input (or, for "
+    "LeakyReluBackward1, the result of the in-place op: of the input's sign, as the slope "
+    "is >= 0 there). With ``create_graph`` it records a LeakyReluBackwardBackward0, as "
+    "PyTorch's.")
+LeakyReluBackward0 = Rule("LeakyReluBackward0", _leaky_relu_grad, saves=SAVES_INPUT,
+                          keeps=("negative_slope",), doc=_LEAKY_RELU_DOC)
+LeakyReluBackward1 = Rule("LeakyReluBackward1", _leaky_relu_grad, saves=SAVES_OUTPUT,
+                          keeps=("negative_slope",),
+                          doc="LeakyReluBackward0 of the in-place ``leaky_relu(..., "
+                              "inplace=True)``.")
+# The slope is piecewise constant in ``x``: the gradient is ``leaky_relu_backward(gg, x)``
+# for ``grad`` and zeros for ``x``, as PyTorch's.
+LeakyReluBackwardBackward0 = Rule(
+    "LeakyReluBackwardBackward0", _leaky_relu_grad,
+    lambda g, x, negative_slope: _dual.zeros_of(g),
+    saves=SAVES_INPUT, keeps=("negative_slope",),
+    doc="The node of leaky_relu's create_graph gradient ``leaky_relu_backward(grad, x)``.")
 
 
 def leaky_relu_backward(grad: Any, x: Any, negative_slope: float) -> Any:
@@ -304,19 +281,8 @@ def leaky_relu_backward(grad: Any, x: Any, negative_slope: float) -> Any:
         return _dual.where(_dual.raw(x) > 0, grad, grad * negative_slope)
     g = grad.data
     data = grad.device.xp.where(x.data > 0, g, g * negative_slope)
-    edges = edges_of(grad, x)
-    if edges is None:
-        return plain(data, grad.device)
-    node = LeakyReluBackwardBackward0(edges)
-    node.saved = save(x)
-    node.negative_slope = negative_slope
-    return record(node, data, grad.device)
-
-
-class LeakyReluBackward1(LeakyReluBackward0):
-    """LeakyReluBackward0 of the in-place ``leaky_relu(..., inplace=True)``."""
-
-    __slots__ = ()
+    return LeakyReluBackwardBackward0.record((grad, x), data, grad.device, (x,),
+                                             (negative_slope,))
 
 
 def _check_float(name: str, t: Tensor) -> None:
@@ -345,19 +311,13 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01,  # noqa: A002
         xp.copyto(x, x * negative_slope, where=x <= 0)
         if edges is None:
             return commit_inplace(input, None)
-        node = LeakyReluBackward1(edges)
-        node.negative_slope = negative_slope
+        node = LeakyReluBackward1.make(edges, (), (negative_slope,))
         commit_inplace(input, node)
-        node.saved = save(input, is_output=True) if input._base is None else save(input.detach())
+        LeakyReluBackward1.set_output(
+            node, save(input, is_output=True) if input._base is None else save(input.detach()))
         return input
     data = xp.where(x > 0, x, x * negative_slope)
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = LeakyReluBackward0(edges)
-    node.saved = save(input)
-    node.negative_slope = negative_slope
-    return record(node, data, input.device)
+    return LeakyReluBackward0.record((input,), data, input.device, (input,), (negative_slope,))
 
 
 # ---- erf and gelu ----
@@ -386,17 +346,9 @@ def _erf_array(z: Any) -> Any:
     return xp.copysign(1 - erfc, z).astype(z.dtype, copy=False)
 
 
-class ErfBackward0(Node):
-    """d x = 2 / sqrt(pi) exp(-x^2) g (the exact derivative): saves the input."""
-
-    __slots__ = ("saved",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        return (grads[0] * (_dual.exp(-(x * x)) * _TWO_OVER_SQRT_PI),)
-
-    def release_variables(self) -> None:
-        self.saved.release()
+ErfBackward0 = Rule("ErfBackward0", lambda g, x: g * (_dual.exp(-(x * x)) * _TWO_OVER_SQRT_PI),
+                    saves=SAVES_INPUT,
+                    doc="d x = 2 / sqrt(pi) exp(-x^2) g (the exact derivative): saves the input.")
 
 
 def erf(input: Tensor) -> Tensor:  # noqa: A002
@@ -404,12 +356,7 @@ def erf(input: Tensor) -> Tensor:  # noqa: A002
     (see ``_erf_array``)."""
     x = input.data
     data = _erf_array(x if x.dtype.kind == "f" else x.astype(_defaults.FLOAT))
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = ErfBackward0(edges)
-    node.saved = save(input)
-    return record(node, data, input.device)
+    return ErfBackward0.unary(input, data)
 
 
 def _dual_erf(x: Any) -> Any:
@@ -433,18 +380,11 @@ def _gelu_grad(x: Any, approximate: str) -> Any:
     return (th + 1) * 0.5 + x * (1 - th * th) * inner * 0.5
 
 
-class GeluBackward0(Node):
-    """d x = g gelu'(x) (``_gelu_grad``): saves the input. With ``create_graph`` it records
-    the formula's ops (PyTorch records GeluBackwardBackward0)."""
-
-    __slots__ = ("saved", "approximate")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        return (grads[0] * _gelu_grad(x, self.approximate),)
-
-    def release_variables(self) -> None:
-        self.saved.release()
+GeluBackward0 = Rule("GeluBackward0", lambda g, x, approximate: g * _gelu_grad(x, approximate),
+                     saves=SAVES_INPUT, keeps=("approximate",),
+                     doc="d x = g gelu'(x) (``_gelu_grad``): saves the input. With "
+                         "``create_graph`` it records the formula's ops (PyTorch records "
+                         "GeluBackwardBackward0).")
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
@@ -459,13 +399,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
     else:
         th = input.device.xp.tanh((x + x * x * x * _GELU_CUBIC) * _SQRT_2_OVER_PI)
         data = x * ((th + 1) * 0.5)
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = GeluBackward0(edges)
-    node.saved = save(input)
-    node.approximate = approximate
-    return record(node, data, input.device)
+    return GeluBackward0.record((input,), data, input.device, (input,), (approximate,))
 
 
 # ---- l1_loss ----

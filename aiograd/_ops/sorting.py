@@ -26,8 +26,10 @@ import numpy
 from .._tensor import Tensor, int64, scalar_type_name
 from ..devices import device_of_array
 from ..graph._node import Node
+from ..graph._saved import SavedTensor
 from . import _dual
 from ._record import edges_of, plain, record, save
+from ._rule import Rule, RuleNode
 from .indexing import along_dim_key, index_scatter_add
 from .joining import cat
 from .reductions import (
@@ -476,32 +478,29 @@ def _cumprod_grad_first_zero(g: Any, x: Any, y: Any, dim: int) -> Any:
     return xp.where(before, head, xp.where(first, at_first * y_before, 0))
 
 
-class CumprodBackward0(Node):
+@numpy.errstate(all="ignore")  # inf and NaN inputs: inf * 0, inf / inf
+def _cumprod_grad(node: RuleNode, grads: list[Any], create_graph: bool, saved_x: SavedTensor,
+                  saved_y: SavedTensor, dim: int) -> Any:
     """``sum_{k >= j} g_k y_k / x_j`` (``y`` the result), PyTorch's formulas: with ``g``
     cast to the input's dtype, ``reversed_cumsum(g * y) / x`` when no element is 0, else
     :func:`_cumprod_grad_first_zero`, or for ``create_graph`` the same sum written
     without division (:func:`_cumprod_grad_with_zeros`)."""
+    x = saved_x.unpack(node, create_graph)
+    y = saved_y.unpack(node, create_graph)
+    g = grads[0]
+    if g.dtype != x.dtype:  # cumprod(dtype=...): the result's dtype is another
+        g = g.to(dtype=x.dtype) if type(g) is Tensor else g.astype(x.dtype)
+    if _dual.raw(x).size <= 1 or x.shape[dim] == 1:
+        return (g,)
+    if not bool((_dual.raw(x) == 0).any()):
+        return (_reverse_cumsum(g * y, dim) / x,)
+    if create_graph:
+        return (_cumprod_grad_with_zeros(g, x, dim),)
+    return (_cumprod_grad_first_zero(g, x, y, dim),)
 
-    __slots__ = ("self_", "result", "dim")
 
-    @numpy.errstate(all="ignore")  # inf and NaN inputs: inf * 0, inf / inf
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.self_.unpack(self, create_graph)
-        y = self.result.unpack(self, create_graph)
-        g = grads[0]
-        if g.dtype != x.dtype:  # cumprod(dtype=...): the result's dtype is another
-            g = g.to(dtype=x.dtype) if type(g) is Tensor else g.astype(x.dtype)
-        if _dual.raw(x).size <= 1 or x.shape[self.dim] == 1:
-            return (g,)
-        if not bool((_dual.raw(x) == 0).any()):
-            return (_reverse_cumsum(g * y, self.dim) / x,)
-        if create_graph:
-            return (_cumprod_grad_with_zeros(g, x, self.dim),)
-        return (_cumprod_grad_first_zero(g, x, y, self.dim),)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.result.release()
+CumprodBackward0 = Rule("CumprodBackward0", whole=_cumprod_grad, saves=("self_", "result"),
+                        keeps=("dim",), doc="``cumprod``: see ``_cumprod_grad``.")
 
 
 def cumprod(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
@@ -521,15 +520,7 @@ def cumprod(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
         data = _dual.contiguous(_dual.quietly(x.cumprod, d, dt))
     else:
         data = x.astype(dt, copy=True)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = CumprodBackward0(edges)
-    node.self_ = save(a)
-    node.dim = d
-    out = record(node, data, a.device)
-    node.result = save(out, is_output=True)
-    return out
+    return CumprodBackward0.record((a,), data, a.device, (a,), (d,))
 
 
 # ---- logcumsumexp ----
@@ -556,34 +547,27 @@ def _logcumsumexp(x: Any, dim: int) -> Any:
     return logcumsumexp(x, dim) if type(x) is Tensor else _running_logsumexp(x, dim)
 
 
-class LogcumsumexpBackward0(Node):
+@numpy.errstate(all="ignore")  # log(0) of a zero gradient
+def _logcumsumexp_grad(g: Any, x: Any, result: Any, d: int) -> Any:
     """``grad_j = sum_{k >= j} g_k exp(x_j - result_k)``, computed as PyTorch does: the
     positive and negative parts of ``g`` in log space, each through a reversed
     logcumsumexp (``lowest`` stands for log 0)."""
+    if g.ndim == 0 or 0 in g.shape:
+        return g
+    ga = _dual.raw(g)
+    lowest = float(numpy.finfo(ga.dtype).min)
+    log_abs = _dual.log(_abs(g))
 
-    __slots__ = ("self_", "result", "dim")
+    def spread(log_part: Any) -> Any:
+        return _dual.exp(_flip(_logcumsumexp(_flip(log_part - result, d), d), d) + x)
 
-    @numpy.errstate(all="ignore")  # log(0) of a zero gradient
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.self_.unpack(self, create_graph)
-        result = self.result.unpack(self, create_graph)
-        g = grads[0]
-        if g.ndim == 0 or 0 in g.shape:
-            return (g,)
-        d = self.dim
-        ga = _dual.raw(g)
-        lowest = float(numpy.finfo(ga.dtype).min)
-        log_abs = _dual.log(_abs(g))
+    return (spread(_dual.where(ga > 0, log_abs, lowest))
+            - spread(_dual.where(ga < 0, log_abs, lowest)))
 
-        def spread(log_part: Any) -> Any:
-            return _dual.exp(_flip(_logcumsumexp(_flip(log_part - result, d), d), d) + x)
 
-        return (spread(_dual.where(ga > 0, log_abs, lowest))
-                - spread(_dual.where(ga < 0, log_abs, lowest)),)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.result.release()
+LogcumsumexpBackward0 = Rule("LogcumsumexpBackward0", _logcumsumexp_grad,
+                             saves=("self_", "result"), keeps=("dim",),
+                             doc="``logcumsumexp``: see ``_logcumsumexp_grad``.")
 
 
 def logcumsumexp(a: Tensor, dim: int) -> Tensor:
@@ -595,15 +579,7 @@ def logcumsumexp(a: Tensor, dim: int) -> Tensor:
         )
     d = normalize_dim(dim, x.ndim)
     data = x.copy() if x.ndim == 0 else _running_logsumexp(x, d)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = LogcumsumexpBackward0(edges)
-    node.self_ = save(a)
-    node.dim = d
-    out = record(node, data, a.device)
-    node.result = save(out, is_output=True)
-    return out
+    return LogcumsumexpBackward0.record((a,), data, a.device, (a,), (d,))
 
 
 # ---- unique (no derivative, as PyTorch's) ----

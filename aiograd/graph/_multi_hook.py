@@ -79,6 +79,7 @@ class _AllGrads:
 
     def on_grad(self, index: int, grad: Tensor) -> None:
         gt = current_graph_task.get()
+        assert gt is not None, "a multi-grad hook runs only inside a backward pass"
         with self.lock:
             state = self.passes.get(gt)
             if state is None:
@@ -110,6 +111,7 @@ class _AnyGrad:
 
     def on_grad(self, grad: Tensor) -> None:
         gt = current_graph_task.get()
+        assert gt is not None, "a multi-grad hook runs only inside a backward pass"
         with self.lock:
             if gt in self.passes:
                 return
@@ -140,6 +142,11 @@ def register_multi_grad_hook(
     supported_modes = ("all", "any")
     if mode not in supported_modes:
         raise ValueError(f"Expects mode to be one of {supported_modes} but got {mode}")
+    tensors = list(tensors)
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError("register_multi_grad_hook(): expected a sequence of Tensors, got "
+                            f"an element of type {type(t).__name__}")
     hooks: list[Any]
     if mode == "all":
         nodes = []

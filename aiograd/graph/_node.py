@@ -47,7 +47,7 @@ import sys
 import threading
 import traceback
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._handle import RemovableHandle
@@ -133,6 +133,14 @@ class Node:
     # Invariant: topological_nr == 0 if no next edge, else 1 + max over next nodes.
     topological_nr: int
     input_metadata: tuple[InputMetadata, ...]
+    sequence_nr: int
+    # the hooks and metadata stay None until first registered (most nodes have none)
+    _pre_hooks: list[Callable[[tuple[Any, ...]], Any]] | None
+    _post_hooks: list[Callable[[tuple[Any, ...], tuple[Any, ...]], Any]] | None
+    _tensor_pre_hooks: dict[int, list[Callable[[Any], Any]]] | None
+    _retains_grad_hooks: dict[int, Callable[[Any], None]] | None
+    _metadata: dict[str, Any] | None
+    _anomaly_trace: str | None
 
     def __init__(
         self,
@@ -252,7 +260,7 @@ class Node:
         self.has_hooks = bool(self._pre_hooks or self._post_hooks or self._retains_grad_hooks
                               or (tensor_hooks and any(tensor_hooks.values())))
 
-    def tensor_pre_hooks(self) -> dict[int, list[Callable[[Any], Any]]] | None:
+    def tensor_pre_hooks(self) -> Mapping[int, Sequence[Callable[[Any], Any]]] | None:
         return self._tensor_pre_hooks
 
     def __call__(self, *grads: Any) -> tuple[Any, ...]:
@@ -327,7 +335,7 @@ class AccumulateGrad(Node):
         if var is not None and (var._hooks or var._post_acc_hooks):
             self.has_hooks = True
 
-    def tensor_pre_hooks(self) -> dict[int, list[Callable[[Any], Any]]] | None:
+    def tensor_pre_hooks(self) -> Mapping[int, Sequence[Callable[[Any], Any]]] | None:
         var = self._variable()
         hooks = None if var is None else var._hooks
         return {0: hooks} if hooks else None

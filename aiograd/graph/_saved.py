@@ -129,6 +129,17 @@ class SavedTensor:
     __slots__ = ("data", "tensor", "grad_fn", "output_nr", "is_output", "vc", "version",
                  "packed", "unpack_hook", "device")
 
+    data: Any
+    tensor: Tensor | None
+    grad_fn: Node | None
+    output_nr: int
+    is_output: bool
+    vc: Any  # the tensor's _VersionCounter
+    version: int
+    packed: Any
+    unpack_hook: Callable[[Any], Any] | None
+    device: Any
+
     def __init__(self, t: Tensor, is_output: bool) -> None:
         self.vc = t._vc
         self.version = t._vc.value
@@ -182,9 +193,9 @@ class SavedTensor:
                 if not t._rg:
                     return out
                 # an unpack hook's value for a leaf: its gradient goes to the leaf
-                from ._node import gradient_edge
+                from ._node import grad_accumulator
 
-                out.grad_fn, out.output_nr = gradient_edge(t)
+                out.grad_fn, out.output_nr = grad_accumulator(t), 0
                 out._rg = True
                 return out
         if grad_fn is not None:
@@ -211,7 +222,9 @@ class SavedTensor:
         and not at all for a leaf; the tensor as aiograd names it (``[float32 [2]]``
         where PyTorch prints ``[torch.FloatTensor [2]]``)."""
         data = self.data
-        producer = owner if self.is_output else (self.grad_fn or self.tensor.grad_fn)
+        producer = owner if self.is_output else self.grad_fn
+        if producer is None and self.tensor is not None:
+            producer = self.tensor.grad_fn
         output = ""
         if producer is not None:
             name = re.sub(r"Backward\d*$", "", producer.name())

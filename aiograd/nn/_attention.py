@@ -183,7 +183,7 @@ class MultiheadAttention(Module):
         self.head_dim = embed_dim // num_heads
         dt = _resolve_dtype(dtype)
 
-        def weight(*shape: int) -> Parameter:
+        def weight(*shape: int) -> Tensor:
             return Parameter(init.xavier_uniform_(empty(*shape, dtype=dt, device=device)))
 
         if self._qkv_same_embed_dim:

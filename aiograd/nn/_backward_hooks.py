@@ -64,9 +64,9 @@ from ..grad_mode import is_grad_enabled
 __all__ = ["BackwardHooks"]
 
 #: ``hook(module, grad_input, grad_output) -> new grad_input or None``
-FullBackwardHook = Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any]
+FullBackwardHook = Callable[[Any, Sequence[Any], Sequence[Any]], Any]
 #: ``hook(module, grad_output) -> new grad_output or None``
-BackwardPreHook = Callable[[Any, tuple[Any, ...]], Any]
+BackwardPreHook = Callable[[Any, Sequence[Any]], Any]
 
 
 class BackwardHookFunction(Function):

@@ -32,9 +32,18 @@ class _ConvNd(Module):
     Only ``padding_mode='zeros'`` is implemented."""
 
     _spatial = 0
+    in_channels: int
+    out_channels: int
+    kernel_size: tuple[int, ...]
+    stride: Any
+    padding: Any
+    dilation: tuple[int, ...]
+    groups: int
+    weight: Tensor
+    bias: Tensor | None
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding: Any = 0, dilation: Any = 1, groups: Any = 1, bias: bool = True,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         n = self._spatial
@@ -69,7 +78,7 @@ class _ConvNd(Module):
         self.dilation = _ntuple(dilation, n)
         self.transposed = False
         self.output_padding = (0,) * n
-        self.groups = groups
+        self.groups = int(groups)
         self.padding_mode = padding_mode
         dt = _resolve_dtype(dtype)
         shape = (out_channels, in_channels // groups) + self.kernel_size

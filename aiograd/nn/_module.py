@@ -53,7 +53,7 @@ import warnings
 import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy
 
@@ -86,7 +86,7 @@ def _mark_parameter(t: Tensor) -> Tensor:
     return t
 
 
-def _is_parameter(obj: object) -> bool:
+def _is_parameter(obj: object) -> TypeGuard[Tensor]:
     ref = _parameter_refs.get(id(obj))
     return ref is not None and ref() is obj
 
@@ -96,7 +96,7 @@ def _rebuild_parameter(data: Any, device: devices.Device, requires_grad: bool) -
     return _mark_parameter(Tensor._wrap(data, device).requires_grad_(requires_grad))
 
 
-def _reduce_tensor(t: Tensor) -> tuple[Any, ...]:
+def _reduce_tensor(t: Tensor) -> str | tuple[Any, ...]:
     """Tensor's reducer for copy and pickle: a parameter is rebuilt as a parameter."""
     if _is_parameter(t):
         return _rebuild_parameter, (t.data, t.device, t.requires_grad)
@@ -569,7 +569,7 @@ class Module:
     def get_buffer(self, target: str) -> Tensor:
         """The buffer at dotted path ``target``; AttributeError as PyTorch's."""
         mod, name = self._owner_of(target)
-        value = getattr(mod, name)
+        value: Tensor = getattr(mod, name)
         if name not in mod._buffers:
             raise AttributeError(f"`{name}` is not a buffer")
         return value

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy
 
-from .. import _tensor
 from .._ops.inplace import commit_inplace
 from .._random import draw
 from .._tensor import Tensor, _random_dtype
+from ..devices import CPU
 from ..grad_mode import no_grad
 
 __all__ = [
@@ -74,7 +74,7 @@ def _write(tensor: Tensor, host: numpy.ndarray | None = None, value: Any = None)
             tensor.data[...] = value
         else:
             dev = tensor.device
-            if dev is not _tensor.CPU:
+            if dev is not CPU:
                 host = dev.backend.from_host(numpy.ascontiguousarray(host), dev.index)
             tensor.data[...] = host
         return commit_inplace(tensor, None)

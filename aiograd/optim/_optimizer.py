@@ -79,7 +79,7 @@ class Optimizer:
                 "params argument given to the optimizer should be an iterable of Tensors or "
                 "dicts, but got a Tensor; pass [tensor] or model.parameters()"
             )
-        groups = list(params)
+        groups: list[Any] = list(params)  # Tensors, or param-group dicts (checked per group)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(groups[0], dict):

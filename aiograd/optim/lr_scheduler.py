@@ -35,7 +35,7 @@ import weakref
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, SupportsFloat
+from typing import Any, SupportsFloat, TypedDict
 
 from .._tensor import Tensor
 from ._optimizer import Optimizer
@@ -465,7 +465,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         cos = 1 + math.cos(math.pi * self.T_cur / self.T_i)
         return [self.eta_min + (base_lr - self.eta_min) * cos / 2 for base_lr in self.base_lrs]
 
-    def step(self, epoch: float | None = None) -> None:  # type: ignore[override]
+    def step(self, epoch: float | None = None) -> None:
         """Advance one epoch (restarting at the end of a cycle), or jump to ``epoch``."""
         if epoch is None and self.last_epoch < 0:
             epoch = 0
@@ -883,6 +883,16 @@ def _set_momentum(scheduler: Any, group: dict[str, Any], momentum: Any) -> None:
         group["momentum"] = momentum
 
 
+class _Phase(TypedDict):
+    """One phase of OneCycleLR: it ends at ``end_step``; the other four name group keys."""
+
+    end_step: float
+    start_lr: str
+    end_lr: str
+    start_momentum: str
+    end_momentum: str
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy: the lr rises from ``max_lr / div_factor`` to ``max_lr`` over
     the first ``pct_start`` of ``total_steps`` (or ``epochs * steps_per_epoch``), then
@@ -929,7 +939,7 @@ class OneCycleLR(LRScheduler):
         # Each phase: (end_step, start_lr, end_lr, start_momentum, end_momentum), the
         # last four naming group keys.
         up = float(pct_start * self.total_steps) - 1
-        self._schedule_phases = [
+        self._schedule_phases: list[_Phase] = [
             {"end_step": up, "start_lr": "initial_lr", "end_lr": "max_lr",
              "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
         ]
@@ -1108,7 +1118,7 @@ class CyclicLR(LRScheduler):
         _load_attrs(self, state_dict, skip=("_scale_fn_custom",))
         saved = state_dict["_scale_fn_custom"]
         if saved is not None:
-            self._scale_fn_custom.__dict__.update(saved)  # type: ignore[union-attr]
+            self._scale_fn_custom.__dict__.update(saved)
         self._init_scale_fn()
 
 
@@ -1117,8 +1127,10 @@ def _triangular_scale_fn(x: float) -> float:
 
 
 def _triangular2_scale_fn(x: float) -> float:
-    return 1 / (2.0 ** (x - 1))
+    halvings: float = 2.0 ** (x - 1)
+    return 1 / halvings
 
 
 def _exp_range_scale_fn(gamma: float, x: float) -> float:
-    return gamma**x
+    scale: float = gamma**x
+    return scale

@@ -28,9 +28,9 @@ from typing import Any
 from .. import _random
 from .._tensor import Tensor
 from ..autograd import backward_sync, is_checkpoint_valid
-from ..engine.graph_task import current_graph_task
 from ..function import Function
 from ..grad_mode import enable_grad, is_grad_enabled
+from ..graph._context import current_graph_task
 from ..graph._saved import SavedTensor, saved_tensors_hooks
 
 __all__ = ["CheckpointError", "checkpoint"]

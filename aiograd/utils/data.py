@@ -133,10 +133,15 @@ class ConcatDataset(Dataset[T_co]):
         self.datasets = list(datasets)
         if not self.datasets:
             raise ValueError("datasets should not be an empty iterable")
+        sizes = []
         for d in self.datasets:
             if isinstance(d, IterableDataset):
                 raise ValueError("ConcatDataset does not support IterableDataset")
-        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
+            if not isinstance(d, collections.abc.Sized):
+                raise TypeError(
+                    f"ConcatDataset needs datasets with __len__, got {type(d).__name__}")
+            sizes.append(len(d))
+        self.cumulative_sizes = list(itertools.accumulate(sizes))
 
     def __len__(self) -> int:
         return self.cumulative_sizes[-1]
@@ -213,7 +218,8 @@ def _uniform(n: int, generator: Any) -> numpy.ndarray:
 
 def _permutation(n: int, generator: Any) -> list[int]:
     """A uniform random permutation of ``range(n)``: the ranks of ``n`` uniform draws."""
-    return numpy.argsort(_uniform(n, generator), kind="stable").tolist()
+    order: list[int] = numpy.argsort(_uniform(n, generator), kind="stable").tolist()
+    return order
 
 
 class RandomSampler(Sampler[int]):
