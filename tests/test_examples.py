@@ -14,12 +14,18 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+# The examples run beside other tests (pytest-xdist) on few cores: one BLAS thread each, or
+# OpenBLAS's spinning threads oversubscribe the cores and an example runs 5x slower.
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
 def _run(script: str, *args: str) -> str:
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / script), *args],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, **ONE_BLAS_THREAD},
     )
     assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{proc.stderr}"
     return proc.stdout
@@ -95,7 +101,7 @@ def test_user_test_file_passes_under_pytest():
     installed = any(ep.value == "aiograd.pytest_plugin" for ep in entry_points(group="pytest11"))
     plugin = [] if installed else ["-p", "aiograd.pytest_plugin"]
     root = str(EXAMPLES.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    env = {**os.environ, **ONE_BLAS_THREAD, "PYTHONPATH": os.pathsep.join(
         p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin,
