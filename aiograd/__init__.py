@@ -110,9 +110,6 @@ from .graph import get_gradient_edge, register_multi_grad_hook, saved_tensors_ho
 from .serialization import load, save
 from .utils.checkpoint import checkpoint
 
-# Note [Errors at the public boundary]: every public method, and below every public function.
-_boundary.guard_methods(Tensor)
-
 # ---- torch-style functions: aiograd.exp(t) is t.exp() ----
 
 # The Tensor methods PyTorch also offers as functions (torch.exp, torch.sum, ...).
@@ -176,6 +173,10 @@ def _method_function(name: str) -> Any:
 
 
 globals().update({name: _method_function(name) for name in _METHOD_FUNCTIONS})
+
+# Note [Errors at the public boundary]: every public method (after the functions above took
+# the bare ones: one wrapper per call), and at the end every public function.
+_boundary.guard_methods(Tensor)
 
 def _version() -> str:
     """The installed distribution's version; from a source tree, pyproject.toml's."""
