@@ -57,9 +57,8 @@ def test_write_replaces_the_marked_block(tmp_path, monkeypatch):
 
 @pytest.mark.timeout(120)
 def test_the_ab_script_compares_a_tree_with_itself():
-    root = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "benchmarks/ab.py", "--base", ".", "--new", ".",
-                          "--rounds", "1"], cwd=root, capture_output=True, text=True,
+                          "--rounds", "1"], cwd=ROOT, capture_output=True, text=True,
                          check=True, timeout=110).stdout
     lines = [json.loads(line) for line in out.splitlines()]
     assert {line["metric"] for line in lines} == {
@@ -67,3 +66,12 @@ def test_the_ab_script_compares_a_tree_with_itself():
         for m in ("forward_per_node", "backward_sync_per_node", "await_backward_per_node")
     } | {"mlp.step"}
     assert all(line["base"] > 0 and line["new"] > 0 and line["new/base"] > 0 for line in lines)
+
+
+@pytest.mark.timeout(120)
+def test_the_profiler_off_script_prices_the_seam():
+    out = subprocess.run([sys.executable, "benchmarks/profiler_off.py"], cwd=ROOT,
+                         capture_output=True, text=True, check=True, timeout=110).stdout
+    line = json.loads(out.splitlines()[-1])
+    assert line["seam_reads_per_pass"] >= 3 and line["read_and_branch_ns"] > 0
+    assert 0 < line["value"] < 100 and line["target_met"] == (line["value"] < 1)
