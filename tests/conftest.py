@@ -64,3 +64,15 @@ def no_cyclic_gc() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+@pytest.fixture
+def loop_wakes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry each time an awaiting driver's loop is woken (its signal fires: a pass ran
+    on a worker)."""
+    from aiograd.engine._bridge import LoopSignal
+
+    wakes: list[int] = []
+    original = LoopSignal._fire
+    monkeypatch.setattr(LoopSignal, "_fire", lambda self: (wakes.append(1), original(self)))
+    return wakes

@@ -15,22 +15,12 @@ import pytest
 from probes import passthrough
 
 import aiograd as ag
-from aiograd.engine._bridge import LoopSignal
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def leaf(values, dtype="float32"):
     return ag.tensor(np.array(values, dtype=dtype), requires_grad=True)
-
-
-@pytest.fixture
-def loop_wakes(monkeypatch) -> list[int]:
-    """Records one entry each time an awaiting driver's loop is woken (its signal fires)."""
-    wakes: list[int] = []
-    original = LoopSignal._fire
-    monkeypatch.setattr(LoopSignal, "_fire", lambda self: (wakes.append(1), original(self)))
-    return wakes
 
 
 # ---- backward() and grad() ----

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import aiograd as ag
-from aiograd.engine._bridge import LoopSignal
 from aiograd.engine.graph_task import GraphTask
 from aiograd.graph._node import grad_accumulator
 
@@ -160,16 +159,6 @@ def test_a_failed_graph_task_retires_what_it_holds_and_keeps_its_first_error():
     gt.leave(0)
     assert gt.try_finish() is gt.waker
     assert gt.error is first and gt.outstanding == 0
-
-
-
-@pytest.fixture
-def loop_wakes(monkeypatch) -> list[int]:
-    """One entry each time an awaiting driver's loop is woken (a pass ran on a worker)."""
-    wakes: list[int] = []
-    original = LoopSignal._fire
-    monkeypatch.setattr(LoopSignal, "_fire", lambda self: (wakes.append(1), original(self)))
-    return wakes
 
 
 @pytest.fixture
