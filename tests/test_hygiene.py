@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pathlib
 import re
+import subprocess
+import sys
 import tomllib
 
 import aiograd
@@ -36,3 +38,12 @@ def test_docs_speak_of_the_package_only():
         text = page.read_text()
         for word in ("shared/seeds", "DESIGN.md", "DESIGN:", " session"):
             assert word not in text, f"{page.name} mentions {word!r}"
+
+
+def test_distributed_without_its_extra_says_which_extra():
+    code = ("import sys; sys.modules['grpc'] = None\n"
+            "try:\n    import aiograd.distributed\n"
+            "except ModuleNotFoundError as e:\n    print(e.name, '|', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert out.startswith("grpc | ") and "pip install 'aiograd[dist]'" in out
