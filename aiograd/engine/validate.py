@@ -60,8 +60,6 @@ def plain_grads(edges: tuple[Any, ...], grads: Any) -> bool:
     return True
 
 
-
-
 def validate_outputs(fn: Node, grads: Sequence[Any]) -> list[Any]:
     """Return the gradients of ``fn`` checked and fixed up, one per next edge."""
     edges = fn.next_edges
