@@ -3,8 +3,9 @@
 Note [Errors at the public boundary]
     Every public function of ``aiograd``, every public Tensor method and every
     ``nn.functional`` function is wrapped once by ``public`` (when the package
-    is imported; calls from inside the package go to the unwrapped functions),
-    so that an error raised by aiograd's own code or by NumPy reaches the user as
+    is imported; the package's own modules call the bare functions, but a
+    Tensor method called inside the package is the wrapped one), so that an
+    error raised by aiograd's own code or by NumPy reaches the user as
 
     - a TypeError, ValueError or RuntimeError (NotImplementedError is one)
       and nothing else: an IndexError (PyTorch's type for a dim or an index
