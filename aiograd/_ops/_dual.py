@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy
 
-from .._broadcast import sum_dims  # noqa: F401  (one of the helpers)
+from .._broadcast import sum_dims as sum_dims  # one of the helpers, re-exported
 from .._tensor import Tensor, zeros
 from ..devices import device_of_array
 

@@ -14,7 +14,7 @@ Invariant: a name is declared once here and never also in the Tensor's own body
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from . import (
     arithmetic,
@@ -24,6 +24,7 @@ from . import (
     joining,
     linalg,
     matrix,
+    nn_extra,
     nn_ops,
     pointwise,
     reductions,
@@ -55,7 +56,8 @@ class OpMethods:
     __mul__ = __rmul__ = mul = arithmetic.mul
     __truediv__ = div = arithmetic.div
     __rtruediv__ = arithmetic.rdiv
-    __neg__ = neg = arithmetic.neg
+    __neg__ = arithmetic.neg
+    neg = arithmetic.neg
     __pow__ = pow = arithmetic.pow
     __rpow__ = arithmetic.rpow
     add = arithmetic.add_alpha
@@ -239,16 +241,18 @@ class OpMethods:
     unsqueeze = shape.unsqueeze
     transpose = shape.transpose
     permute = shape.permute
+
     @property
-    def T(self: Tensor) -> Tensor:  # noqa: N802  (PyTorch's name)
+    def T(self) -> Tensor:
         """All dims reversed."""
-        return shape.reversed_dims(self)
+        return shape.reversed_dims(cast("Tensor", self))
 
     t = shape.t
+
     @property
-    def mT(self: Tensor) -> Tensor:  # noqa: N802  (PyTorch's name)
+    def mT(self) -> Tensor:
         """The last two dims swapped."""
-        return shape.matrix_transpose(self)
+        return shape.matrix_transpose(cast("Tensor", self))
 
     view_as = shape.view_as
     reshape_as = shape.reshape_as
@@ -306,7 +310,7 @@ class OpMethods:
     sinh = trig.sinh
     cosh = trig.cosh
     erfinv = trig.erfinv
-    erf = trig.erf
+    erf = nn_extra.erf
     atan_ = trig.atan_
     asin_ = trig.asin_
     acos_ = trig.acos_

@@ -94,10 +94,14 @@ SinBackward0 = Rule(
     "SinBackward0",
     lambda g, x: g * (cos(x) if type(x) is Tensor else _dual.xp_of(x).cos(x)),
     saves=SAVES_INPUT, doc="d sin(x) = cos(x): saves the input.")
-CosBackward0 = Rule(
-    "CosBackward0",
-    lambda g, x: g * -(sin(x) if type(x) is Tensor else _dual.xp_of(x).sin(x)),
-    saves=SAVES_INPUT, doc="d cos(x) = -sin(x): saves the input.")
+
+
+def _cos_grad(g: Any, x: Any) -> Any:
+    return g * -(sin(x) if type(x) is Tensor else _dual.xp_of(x).sin(x))
+
+
+CosBackward0 = Rule("CosBackward0", _cos_grad, saves=SAVES_INPUT,
+                    doc="d cos(x) = -sin(x): saves the input.")
 
 
 def log1p(a: Tensor) -> Tensor:
