@@ -51,6 +51,7 @@ from ..graph._node import Node, grad_accumulator
 from ..graph._saved import ERR_BACKWARD_TWICE
 from . import _dual
 from ._record import record
+from ._rule import Rule
 
 __all__ = ["as_view", "forbidden_kind", "forbidden_view_error", "is_differentiable_view",
            "mark_forbidden_view", "rebase_view", "refresh_views"]
@@ -303,16 +304,15 @@ def _extent(ptr: int, array: Any, itemsize: int) -> tuple[int, int]:
     return lo, hi + itemsize
 
 
-class AsStridedBackward0(Node):
-    """The grad_fn of a view after an in-place write to its memory (see the Note)."""
+def _as_strided_grad(g: Any, geometry: ViewGeometry) -> Any:
+    """The view's gradient scattered into zeros shaped like its root."""
+    flat = geometry.scatter_flat(g, geometry.root_index(_dual.xp_of(g)))
+    return _dual.reshape(flat, geometry.root_shape)
 
-    __slots__ = ("geometry",)
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        geometry = self.geometry
-        flat = geometry.scatter_flat(g, geometry.root_index(_dual.xp_of(g)))
-        return (_dual.reshape(flat, geometry.root_shape),)
+AsStridedBackward0 = Rule(
+    "AsStridedBackward0", _as_strided_grad, keeps=("geometry",),
+    doc="The grad_fn of a view after an in-place write to its memory (see the Note).")
 
 
 class CopySlices(Node):
@@ -407,6 +407,4 @@ def refresh_views(root: Tensor) -> None:
         geometry = views.geometry(view, root)
         if geometry is None:  # root.data was replaced: no longer a view
             continue
-        node = AsStridedBackward0((edge,))
-        node.geometry = geometry
-        set_history(view, node)
+        set_history(view, AsStridedBackward0.make((edge,), (), (geometry,)))
