@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from .._tensor import Tensor
 from ..graph._node import Node
@@ -158,33 +158,40 @@ def _joined_grads(grads: list[Any], metadata: Sequence[Any], dim: int, new_dim: 
     return xp.stack(parts, axis=dim) if new_dim else xp.concatenate(parts, axis=dim)
 
 
-class SplitBackward0(Node):
-    """``split(int)``/``chunk``: output ``i`` is the ``i``-th piece of the input along ``dim``."""
+class _PiecesBackward(Node):
+    """A multi-output node (not a rule: each view is one of its outputs) whose backward
+    joins its outputs' gradients along ``dim``, stacked if ``new_dim``."""
 
     __slots__ = ("dim",)
+    new_dim: ClassVar[bool] = False
+
     dim: int
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_joined_grads(grads, self.input_metadata, self.dim, False),)
+        return (_joined_grads(grads, self.input_metadata, self.dim, self.new_dim),)
 
 
-class SplitWithSizesBackward0(SplitBackward0):
+class SplitBackward0(_PiecesBackward):
+    """``split(int)``/``chunk``: output ``i`` is the ``i``-th piece of the input along ``dim``."""
+
+    __slots__ = ()
+
+
+class SplitWithSizesBackward0(_PiecesBackward):
     """``split(list of sizes)``."""
 
     __slots__ = ()
 
 
-class UnbindBackward0(Node):
+class UnbindBackward0(_PiecesBackward):
     """Output ``i`` is ``t.select(dim, i)``."""
 
-    __slots__ = ("dim",)
-    dim: int
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_joined_grads(grads, self.input_metadata, self.dim, True),)
+    __slots__ = ()
+    new_dim = True
 
 
-def _views(t: Tensor, datas: list[Any], node_cls: type[Node], dim: int) -> tuple[Tensor, ...]:
+def _views(t: Tensor, datas: list[Any], node_cls: type[_PiecesBackward],
+           dim: int) -> tuple[Tensor, ...]:
     """One view of ``t`` per array of ``datas``; output ``i`` of one ``node_cls`` node."""
     device = t.device
     outs = [Tensor._wrap(data, device) for data in datas]
@@ -202,7 +209,7 @@ def _views(t: Tensor, datas: list[Any], node_cls: type[Node], dim: int) -> tuple
 
 
 def _split_sizes(t: Tensor, sizes: Sequence[int], d: int,
-                 node_cls: type[Node]) -> tuple[Tensor, ...]:
+                 node_cls: type[_PiecesBackward]) -> tuple[Tensor, ...]:
     lead = (slice(None),) * d
     datas = []
     start = 0

@@ -28,7 +28,7 @@ import numpy
 from .._broadcast import sum_dims, sum_to_shape
 from .._tensor import Tensor
 from . import _dual
-from ._record import plain, tensor_arg
+from ._record import tensor_arg
 from ._rule import Rule
 from .inplace import clone
 from .views import as_view

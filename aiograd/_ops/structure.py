@@ -108,15 +108,22 @@ DiagEmbedBackward0 = Rule(
     doc="``diag_embed`` (and ``diag`` of a vector): the gradient's diagonal.")
 
 
-def diagonal_backward(grad: Any, in_shape: tuple[int, ...], offset: int, d1: int, d2: int,
-                      rule: Rule = DiagonalBackwardBackward0) -> Any:
+def _embedded(t: Tensor, in_shape: tuple[int, ...], offset: int, d1: int, d2: int,
+              rule: Rule) -> Tensor:
+    """Zeros of ``in_shape`` with ``t`` on the diagonal (``d1``, ``d2`` wrapped), recorded as
+    ``rule``."""
+    with t.device.backend.device_guard(t.device.index):  # zeros on t's device
+        data = _embed_diagonal(t.data, in_shape, offset, d1, d2)
+    return rule.record((t,), data, t.device, (), (offset, d1, d2))
+
+
+def diagonal_backward(grad: Any, in_shape: tuple[int, ...], offset: int, d1: int,
+                      d2: int) -> Any:
     """Dual: zeros of ``in_shape`` with ``grad`` on the diagonal (``d1``, ``d2`` wrapped), a
-    Tensor recorded as ``rule`` (``diag_embed``'s when it is the forward)."""
+    Tensor recorded as DiagonalBackwardBackward0."""
     if type(grad) is not Tensor:
         return _embed_diagonal(grad, in_shape, offset, d1, d2)
-    with grad.device.backend.device_guard(grad.device.index):  # zeros on grad's device
-        data = _embed_diagonal(grad.data, in_shape, offset, d1, d2)
-    return rule.record((grad,), data, grad.device, (), (offset, d1, d2))
+    return _embedded(grad, in_shape, offset, d1, d2, DiagonalBackwardBackward0)
 
 
 DiagonalBackward0 = Rule(
@@ -155,7 +162,7 @@ def _diag_embed(t: Tensor, offset: int, d1: int, d2: int) -> Tensor:
     shape = list(t.shape[:-1])
     for d in sorted((d1, d2)):
         shape.insert(d, size)
-    return diagonal_backward(t, tuple(shape), offset, d1, d2, DiagEmbedBackward0)
+    return _embedded(t, tuple(shape), offset, d1, d2, DiagEmbedBackward0)
 
 
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:  # noqa: A002
@@ -682,9 +689,9 @@ def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple
                  for start, end in zip([0] + bounds, bounds + [None]))
 
 
-def _diff_operand(t: Tensor, other: Any, d: int, name: str) -> Tensor:
+def _diff_operand(t: Tensor, value: Any, d: int, name: str) -> Tensor:
     """Check ``prepend``/``append`` against ``t`` (all sizes but ``d``'s must match)."""
-    other = tensor_arg(other, "diff", name)
+    other = tensor_arg(value, "diff", name)
     if other.ndim != t.ndim:
         raise RuntimeError("diff expects prepend or append to be the same dimension as input")
     for i, (n, m) in enumerate(zip(t.shape, other.shape)):

@@ -59,8 +59,10 @@ __all__ = ["as_view", "forbidden_kind", "forbidden_view_error", "is_differentiab
 _registry_lock = threading.Lock()
 
 
-class _ViewRef(weakref.ref):
+class _ViewRef(weakref.ref[Tensor]):
     __slots__ = ("key",)
+
+    key: int
 
 
 class LiveViews:
@@ -120,7 +122,7 @@ class LiveViews:
 
 
 def _live_views(root: Tensor) -> LiveViews:
-    views = root._views
+    views: LiveViews | None = root._views
     if views is None:
         with _registry_lock:
             views = root._views
@@ -183,6 +185,8 @@ class _ModifiedForbiddenView(Node):
     __slots__ = ("message",)
     runs_without_grads = True
 
+    message: str
+
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         raise RuntimeError(self.message)
 
@@ -221,6 +225,15 @@ class ViewGeometry:
 
     __slots__ = ("shape", "strides", "offset", "root_shape", "root_strides", "root_offset",
                  "span", "root_c_contiguous")
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    root_shape: tuple[int, ...]
+    root_strides: tuple[int, ...]
+    root_offset: int
+    span: int
+    root_c_contiguous: bool
 
     @classmethod
     def of(cls, view: Any, root: Any) -> ViewGeometry | None:
@@ -288,7 +301,7 @@ def _address(array: Any) -> int:
     interface = getattr(array, "__array_interface__", None)
     if interface is None:
         interface = array.__cuda_array_interface__
-    return interface["data"][0]
+    return int(interface["data"][0])
 
 
 def _extent(ptr: int, array: Any, itemsize: int) -> tuple[int, int]:
@@ -319,6 +332,9 @@ class CopySlices(Node):
     """A root's grad_fn after an in-place write through one of its views (see the Note)."""
 
     __slots__ = ("fn", "geometry")
+
+    fn: Node | None  # None once released
+    geometry: ViewGeometry
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         fn = self.fn
