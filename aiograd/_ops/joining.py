@@ -163,9 +163,9 @@ class _PiecesBackward(Node):
     joins its outputs' gradients along ``dim``, stacked if ``new_dim``."""
 
     __slots__ = ("dim",)
-    new_dim: ClassVar[bool] = False
 
     dim: int
+    new_dim: ClassVar[bool] = False
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         return (_joined_grads(grads, self.input_metadata, self.dim, self.new_dim),)
