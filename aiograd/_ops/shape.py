@@ -358,9 +358,7 @@ def narrow(t: Tensor, dim: int, start: int, length: int) -> Tensor:
     return t[(slice(None),) * d + (slice(begin, begin + n),)]
 
 
-# ---- repeat ----
-
-# ---- trickier grads ----
+# ---- trickier grads: repeat (a sum over the repeats) ----
 
 def _repeat_grad(g: Any, in_shape: tuple[int, ...], padded: tuple[int, ...],
                  repeats: tuple[int, ...]) -> Any:
