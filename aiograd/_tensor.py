@@ -20,7 +20,7 @@ import numbers
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy
 
@@ -28,6 +28,11 @@ from . import _defaults, _random, devices
 from ._handle import RemovableHandle
 from .devices import CPU, Device
 from .grad_mode import _grad_enabled, _inference
+
+if TYPE_CHECKING:
+    from ._ops.methods import OpMethods
+else:
+    OpMethods = object  # bound by aiograd._ops at run time: see _ops/methods.py
 
 __all__ = [
     "Tensor",
@@ -152,10 +157,11 @@ class _InferenceCounter(_VersionCounter):
 _INFERENCE = _InferenceCounter()
 
 
-class Tensor:
+class Tensor(OpMethods):
     """An n-dimensional array that records the operations done on it.
 
-    Do not construct directly; use :func:`aiograd.tensor` and the factories.
+    Do not construct directly; use :func:`aiograd.tensor` and the factories. The op
+    methods and operators (``t.exp()``, ``a @ b``) are declared in ``_ops/methods.py``.
     """
 
     __slots__ = (

@@ -561,32 +561,6 @@ def where(condition: Any, input: Any = _ABSENT, other: Any = _ABSENT) -> Any:  #
     return WhereBackward0.record(inputs, data, dev, (kept,))
 
 
-# ---- Tensor methods ----
-
-Tensor.exp = exp
-Tensor.log = log
-Tensor.sqrt = sqrt
-Tensor.tanh = tanh
-Tensor.sigmoid = sigmoid
-Tensor.abs = abs
-Tensor.__abs__ = abs
-Tensor.sign = sign
-Tensor.relu = relu
-Tensor.relu_ = relu_
-Tensor.log1p = log1p
-Tensor.expm1 = expm1
-Tensor.sin = sin
-Tensor.cos = cos
-Tensor.clamp = Tensor.clip = clamp
-Tensor.clamp_min = clamp_min
-Tensor.clamp_max = clamp_max
-Tensor.maximum = maximum
-Tensor.minimum = minimum
-
-
 def _where_method(self: Tensor, condition: Any, other: Any) -> Tensor:
     """``self.where(condition, other)``: ``where(condition, self, other)``."""
     return where(condition, self, other)
-
-
-Tensor.where = _where_method
