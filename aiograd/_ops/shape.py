@@ -206,7 +206,7 @@ def _transpose_grad(g: Any, dim0: int, dim1: int) -> Any:
 
 TransposeBackward0 = Rule("TransposeBackward0", _transpose_grad, keeps=("dim0", "dim1"),
                           doc="``t.transpose(dim0, dim1)`` (dims wrapped): its own inverse.")
-TBackward0 = Rule("TBackward0", lambda g: g.t() if type(g) is Tensor else g.T,
+TBackward0 = Rule("TBackward0", lambda g: t(g) if type(g) is Tensor else g.T,
                   doc="``t.t()`` of a tensor with at most 2 dims: its own inverse.")
 PermuteBackward0 = Rule("PermuteBackward0", _dual.permute, keeps=("inverse",),
                         doc="Invariant: ``inverse[dims[i]] == i`` for the forward's ``dims``.")
