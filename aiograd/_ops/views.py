@@ -213,8 +213,8 @@ def as_view(out: Tensor, base: Tensor) -> Tensor:
 
 def is_differentiable_view(t: Tensor) -> bool:
     """True if ``t`` is a view made with grad mode on (one that may be written with autograd)."""
-    views = t._base._views
-    return views is not None and t in views
+    base = t._base
+    return base is not None and base._views is not None and t in base._views
 
 
 class ViewGeometry:
@@ -389,9 +389,9 @@ def set_history(t: Tensor, node: Node) -> None:
         t.retain_grad()
 
 
-def rebase_view(view: Tensor, fn: Node) -> None:
-    """Record the write of ``view`` by ``fn`` as its root's ``CopySlices``."""
-    root = view._base
+def rebase_view(view: Tensor, root: Tensor, fn: Node) -> None:
+    """Record the write of ``view`` (of ``root``, its ``_base``) by ``fn`` as the root's
+    ``CopySlices``."""
     geometry = ViewGeometry.of(view.data, root.data)
     if geometry is None:
         raise RuntimeError(
@@ -404,12 +404,12 @@ def rebase_view(view: Tensor, fn: Node) -> None:
     set_history(root, node)
 
 
-def refresh_views(root: Tensor) -> None:
-    """After an in-place write to ``root``'s memory: new grad_fns for its live views."""
+def refresh_views(root: Tensor, views: LiveViews) -> None:
+    """After an in-place write to ``root``'s memory: new grad_fns for its live ``views``
+    (``root._views``)."""
     edge = _edge(root)
     if edge is None:
         return
-    views = root._views
     forbidden = views.forbidden
     for view in views.alive():
         kind = forbidden.get(id(view))
