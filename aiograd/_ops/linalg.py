@@ -20,6 +20,8 @@ from . import _dual
 from ._record import check_same_device, edges_of, plain, record, scalar_or_tensor, tensor_arg
 from ._rule import Rule, Saved
 
+# ---- matmul's nodes, one per case of its operands ----
+
 # Each node saves ``self_`` (a) only for b's gradient and ``other`` (b) only for a's, in
 # PyTorch's order of saving: dot and mv save a first, the other cases b first.
 _A_FIRST = (Saved("self_", only_for=1), Saved("other", only_for=0))
