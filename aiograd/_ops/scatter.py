@@ -302,16 +302,16 @@ def _slices_selected(g: Any, dim: int, index: Tensor, key: tuple[Any, ...],
     return picked
 
 
-MulBackward1 = Rule(
-    "MulBackward1", lambda g, scalar: _times(g, scalar), keeps=("scalar",),
-    doc="``g * scalar`` as PyTorch's ``mul(Tensor, Scalar)`` records it (index_add's alpha).")
-
-
 def _times(g: Any, scalar: Any) -> Any:
     """``g * scalar``; a Tensor ``g`` records :data:`MulBackward1`."""
     if type(g) is not Tensor:
         return g * scalar
     return MulBackward1.record((g,), g.data * scalar, g.device, keeps=(scalar,))
+
+
+MulBackward1 = Rule(
+    "MulBackward1", _times, keeps=("scalar",),
+    doc="``g * scalar`` as PyTorch's ``mul(Tensor, Scalar)`` records it (index_add's alpha).")
 
 
 def _index_add_grad_source(g: Any, dim: int, index: Tensor, key: tuple[Any, ...],
