@@ -39,14 +39,14 @@ from ._rule import Rule, RuleNode, Saved
 class _Geometry(NamedTuple):
     """The 2-D windows of a convolution: the (unpadded) input shape (N, C, H, W), the
     kernel size, dilation, stride, padding per side ((top, bottom), (left, right)) and
-    the output's spatial size."""
+    the output's spatial size. Invariant: input_shape has 4 elements, the others 2."""
 
-    input_shape: tuple[int, int, int, int]
-    kernel: tuple[int, int]
-    dilation: tuple[int, int]
-    stride: tuple[int, int]
-    pads: tuple[tuple[int, int], tuple[int, int]]
-    out: tuple[int, int]
+    input_shape: tuple[int, ...]
+    kernel: tuple[int, ...]
+    dilation: tuple[int, ...]
+    stride: tuple[int, ...]
+    pads: tuple[tuple[int, int], ...]
+    out: tuple[int, ...]
 
 
 # ---- im2col / col2im on arrays ----
@@ -266,17 +266,26 @@ ConvolutionBackward0 = Rule(
 
 # ---- argument checks ----
 
+def _is_int(value: object) -> bool:
+    """An integer and not a bool (PyTorch's int arguments)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
+
+
 def _int_tuple(value: Any, spatial: int, fn: str, name: str) -> tuple[int, ...]:
     """An int or a sequence of ``spatial`` ints (or of one, repeated) as a tuple."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if _is_int(value):
         return (int(value),) * spatial
-    if isinstance(value, (tuple, list)) and all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
+    if isinstance(value, (tuple, list)) and all(_is_int(v) for v in value):
         if len(value) == 1:
             return (int(value[0]),) * spatial
         return tuple(int(v) for v in value)
     raise TypeError(
         f"{fn}(): argument '{name}' must be tuple of ints, not {type(value).__name__}")
+
+
+def _is_positive(groups: object) -> bool:
+    """``groups`` is a positive integer (a bool counts, as in PyTorch)."""
+    return isinstance(groups, numbers.Integral) and int(groups) > 0
 
 
 def _check_sizes(name: str, values: tuple[int, ...], spatial: int) -> None:
@@ -394,7 +403,7 @@ def _conv(fn: str, spatial: int, input: Tensor, weight: Tensor,  # noqa: A002
         if input.dtype.name == "float32":  # PyTorch's float32 (mkldnn) path words it so
             raise RuntimeError("non-positive dilation is not supported")
         raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
-    if not isinstance(groups, numbers.Integral) or groups <= 0:
+    if not _is_positive(groups):
         raise RuntimeError("non-positive groups is not supported")
     kernel = tuple(weight.shape[2:])
     if padding == "valid":
@@ -459,10 +468,10 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,  # noqa: A
 
 def _pool_pair(value: Any, fn: str, name: str, what: str) -> tuple[int, int]:
     """An int or a sequence of one or two ints as a pair; PyTorch's error otherwise."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if _is_int(value):
         return int(value), int(value)
     if isinstance(value, (tuple, list)) and len(value) in (1, 2) and all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
+            _is_int(v) for v in value):
         return int(value[0]), int(value[-1])
     raise RuntimeError(f"{fn}: {name} must {what}")
 

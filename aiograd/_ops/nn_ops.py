@@ -39,7 +39,7 @@ from .reductions import as_array, normalize_dim
 from .unary import where
 
 _REDUCTIONS = ("mean", "sum", "none")
-_max_reduce = numpy.maximum.reduce
+_max_reduce: Any = numpy.maximum.reduce
 _NAN = float("nan")
 
 
@@ -55,7 +55,7 @@ def _reduction(reduction: Any) -> str:
         raise ValueError(
             f"{reduction} is not a valid value for reduction"
         )
-    return reduction
+    return str(reduction)
 
 
 def _reduce(losses: Any, reduction: str) -> Any:
@@ -490,16 +490,8 @@ def _cross_entropy(input: Tensor, target: Any, weight: Any, ignore_index: Any,  
                    reduction: str, label_smoothing: Any) -> Tensor:
     """cross_entropy off the fused path: PyTorch's log_softmax -> nll_loss graph and its terms."""
     _check_input("cross_entropy", input)
-    if not isinstance(ignore_index, numbers.Integral):
-        raise TypeError(
-            f"cross_entropy(): argument 'ignore_index' must be int, not "
-            f"{type(ignore_index).__name__}"
-        )
-    if not isinstance(label_smoothing, numbers.Real):
-        raise TypeError(
-            f"cross_entropy(): argument 'label_smoothing' must be float, not "
-            f"{type(label_smoothing).__name__}"
-        )
+    check_arg_type("cross_entropy", "ignore_index", ignore_index, numbers.Integral, "int")
+    check_arg_type("cross_entropy", "label_smoothing", label_smoothing, numbers.Real, "float")
     smoothing = label_smoothing > 0.0  # PyTorch ignores a negative one
     class_dim = 0 if input.ndim == 1 else 1
     if getattr(target, "shape", None) == input.shape:
@@ -605,6 +597,14 @@ def check_no_grad_arg(fn: str, name: str, value: Any) -> None:
             f"The function '{fn}' is not differentiable with respect to argument '{name}'. "
             "This input cannot have requires_grad True."
         )
+
+
+def check_arg_type(fn: str, name: str, value: object, kind: type, expected: str) -> None:
+    """PyTorch's TypeError for the argument ``name`` of ``fn`` when ``value`` is not a
+    ``kind`` (a numbers ABC, ``expected`` in the message)."""
+    if not isinstance(value, kind):
+        raise TypeError(
+            f"{fn}(): argument '{name}' must be {expected}, not {type(value).__name__}")
 
 
 def _check_input(name: str, input: Any) -> None:  # noqa: A002
@@ -765,10 +765,7 @@ def nll_loss(
     """
     reduction = _reduction(reduction)
     _check_input("nll_loss", input)
-    if not isinstance(ignore_index, numbers.Integral):
-        raise TypeError(
-            f"nll_loss(): argument 'ignore_index' must be int, not {type(ignore_index).__name__}"
-        )
+    check_arg_type("nll_loss", "ignore_index", ignore_index, numbers.Integral, "int")
     t, w = _nll_checks("nll_loss", input, target, weight, ignore_index)
     return _nll(input, t, w, ignore_index, reduction)
 
