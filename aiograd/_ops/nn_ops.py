@@ -768,9 +768,3 @@ def nll_loss(
     check_arg_type("nll_loss", "ignore_index", ignore_index, numbers.Integral, "int")
     t, w = _nll_checks("nll_loss", input, target, weight, ignore_index)
     return _nll(input, t, w, ignore_index, reduction)
-
-
-# ---- Tensor methods ----
-
-Tensor.softmax = softmax
-Tensor.log_softmax = log_softmax
