@@ -224,13 +224,14 @@ def _native_batch_norm(input: Tensor, running_mean: Tensor | None,  # noqa: A002
     mean = None
     if training:
         xhat, rstd, batch_mean, var = norm_stats(x, dims, eps)
-        if running_mean is not None:
+        if running_mean is not None and running_var is not None:  # both or neither
             n = x.size // x.shape[1]  # > 1: checked by the callers
             unbiased = var.reshape(-1) * (n / (n - 1))
             running_mean.data[...] = momentum * batch_mean.reshape(-1) + (
                 1 - momentum) * running_mean.data
             running_var.data[...] = momentum * unbiased + (1 - momentum) * running_var.data
     else:
+        assert running_mean is not None and running_var is not None  # by _check_args
         mean = _per_channel(running_mean.data, ndim)
         rstd = _per_channel((running_var.data + eps) ** -0.5, ndim)
         xhat = (x - mean) * rstd
@@ -343,6 +344,6 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,  # noqa: A0
                              momentum, eps)
     with no_grad():
         for running, updated in zip((running_mean, running_var), stats):
-            if running is not None:
+            if running is not None and updated is not None:  # updated: running repeated
                 running.copy_(updated.view(b, c).mean(0))
     return out.view(*shape)
