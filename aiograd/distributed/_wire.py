@@ -10,6 +10,7 @@ travels as the array's raw bytes after the header. Note [Unpickle after auth]:
 from __future__ import annotations
 
 import io
+import math
 import pickle
 import struct
 from collections.abc import Callable
@@ -63,7 +64,7 @@ def dumps(obj: Any, on_tensor: Callable[[Tensor], Any] | None = None) -> list[by
             data = data.get()
         shape = data.shape
         data = numpy.ascontiguousarray(data)  # (makes 0-d arrays 1-d: keep ``shape``)
-        blobs.append(memoryview(data).cast("B"))
+        blobs.append(data.data.cast("B"))
         extra = on_tensor(t) if on_tensor is not None else None
         return (len(blobs) - 1, data.dtype.str, shape, extra)
 
@@ -86,8 +87,7 @@ def loads(payload: bytes | memoryview,
         nonlocal offset
         _, dtype, shape, extra = pid
         dt = numpy.dtype(dtype)
-        count = int(numpy.prod(shape, dtype=numpy.int64))
-        nbytes = count * dt.itemsize
+        nbytes = math.prod(shape) * dt.itemsize
         arr = numpy.frombuffer(view[offset:offset + nbytes], dtype=dt).reshape(shape)
         if view.readonly:
             arr = arr.copy()
