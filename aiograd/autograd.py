@@ -311,7 +311,7 @@ def backward(
     if running_loop_library() is None:
         _blocking_backward("backward", *args, deadline)
         return Finished(None)
-    return track(_backward_async, "backward()", *args,  # type: ignore[no-any-return]
+    return track(_backward_async, "backward()", *args,
                  deadline)
 
 
@@ -430,7 +430,7 @@ def grad(
             materialize_grads)
     if running_loop_library() is None:
         return FinishedGrads(_blocking_grad("grad", *args, deadline))
-    return track(_grad_async, "grad()", *args, deadline)  # type: ignore[no-any-return]
+    return track(_grad_async, "grad()", *args, deadline)
 
 
 async def _grad_async(

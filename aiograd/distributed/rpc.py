@@ -277,7 +277,7 @@ class _Agent:
         calls = self.inflight.setdefault(to, set())
         calls.add(rpc_call)
         try:
-            return await rpc_call  # type: ignore[no-any-return]
+            return await rpc_call
         finally:
             calls.discard(rpc_call)
 
