@@ -45,7 +45,7 @@ class _Receiver(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._body is None:
             return memoryview(self._head)[self._got:]
-        return memoryview(self._body)[self._got:]  # type: ignore[arg-type]
+        return self._body.data[self._got:]
 
     def buffer_updated(self, nbytes: int) -> None:
         self._got += nbytes
