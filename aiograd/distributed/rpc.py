@@ -36,7 +36,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import grpc
@@ -398,8 +398,8 @@ def _get_agent() -> _Agent:
     return _agent
 
 
-def _submit(coro: Awaitable[Any]) -> concurrent.futures.Future[Any]:
-    return asyncio.run_coroutine_threadsafe(coro, _get_agent().loop)  # type: ignore[arg-type]
+def _submit(coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+    return asyncio.run_coroutine_threadsafe(coro, _get_agent().loop)
 
 
 async def _await(fut: concurrent.futures.Future[Any]) -> Any:
@@ -415,7 +415,7 @@ async def _await(fut: concurrent.futures.Future[Any]) -> Any:
     return await asyncio.wrap_future(fut)
 
 
-async def _on_agent(coro: Awaitable[Any]) -> Any:
+async def _on_agent(coro: Coroutine[Any, Any, Any]) -> Any:
     """Run ``coro`` on the agent loop: directly when already there (a served function
     calling on: keeps the served deadline), else through the bridge."""
     try:
@@ -427,12 +427,12 @@ async def _on_agent(coro: Awaitable[Any]) -> Any:
     return await _await(_submit(coro))
 
 
-def _run_sync(coro: Awaitable[Any], what: str) -> Any:
+def _run_sync(coro: Coroutine[Any, Any, Any], what: str) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return _submit(coro).result()
-    coro.close()  # type: ignore[attr-defined]
+    coro.close()
     raise RuntimeError(f"{what} cannot be called from a running event loop; "
                        f"await the async version instead")
 
