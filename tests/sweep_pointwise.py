@@ -1,10 +1,11 @@
 """Sweep cases of aiograd/_ops/pointwise.py (see tests/sweep_base.py): the binary and
-ternary pointwise ops (``atan2 hypot fmod remainder fmax fmin lerp addcmul addcdiv``). The
-unary ones are in tests/test_op_sweep.py."""
+ternary pointwise ops (``atan2 hypot fmod remainder fmax fmin lerp addcmul addcdiv``), and
+``pow`` (its nodes live in aiograd/_ops/arithmetic.py). The unary ones are in
+tests/test_op_sweep.py."""
 
 from __future__ import annotations
 
-from sweep_base import ANY, BINARY_SHAPES, CLAMP_SHAPES, POSITIVE, Case
+from sweep_base import ANY, BINARY_SHAPES, CLAMP_SHAPES, POSITIVE, UNARY_SHAPES, Case
 
 CASES: dict[str, Case] = {
     "Atan2Backward0": Case(lambda lib, a, b: lib.atan2(a, b), BINARY_SHAPES),
@@ -21,4 +22,7 @@ CASES: dict[str, Case] = {
                              CLAMP_SHAPES),
     "AddcdivBackward0": Case(lambda lib, a, b, c: lib.addcdiv(a, b, c, value=0.5),
                              CLAMP_SHAPES, [ANY, ANY, POSITIVE]),
+    "PowBackward0": Case(lambda lib, x: x ** 3, UNARY_SHAPES),
+    "PowBackward1": Case(lambda lib, a, b: a ** b, BINARY_SHAPES, [POSITIVE, ANY]),
+    "PowBackward2": Case(lambda lib, x: 2.5 ** x, UNARY_SHAPES),
 }
