@@ -695,7 +695,7 @@ def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:  # noqa: A002
     if isinstance(weight, Tensor):
         check_same_device(a, weight)
         w = weight.data.astype(ot, copy=False)
-        shapes = (x.shape, y.shape, w.shape)
+        shapes: tuple[tuple[int, ...], ...] = (x.shape, y.shape, w.shape)
     else:
         w = ot.type(weight)
         shapes = (x.shape, y.shape)

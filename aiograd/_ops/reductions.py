@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy
 
+from .._broadcast import sum_dims
 from .._tensor import Tensor, _resolve_dtype, float32, int64, scalar_type_name
 from . import _dual
 from ._record import edges_of, plain
@@ -73,13 +74,21 @@ def _kept(x: Any, kept_shape: tuple[int, ...]) -> Any:
     return x if x.shape == kept_shape else _dual.reshape(x, kept_shape)
 
 
+def _given_dtype(dtype: Any, name: str) -> numpy.dtype:
+    """The ``dtype=`` argument of ``name``, given (not None), resolved."""
+    dt = _resolve_dtype(dtype)
+    if dt is None:
+        raise TypeError(f"{name}(): dtype must be a dtype, not None")
+    return dt
+
+
 def _cast_dtype(a: Tensor, dtype: Any, name: str) -> numpy.dtype:
     """The ``dtype=`` argument of ``name`` resolved; PyTorch casts the input to it first.
 
     An integer result cannot carry a gradient: PyTorch refuses one when ``a``
     requires grad (in grad mode).
     """
-    dt = _resolve_dtype(dtype)
+    dt = _given_dtype(dtype, name)
     if dt.kind != "f":
         if name == "mean":
             raise RuntimeError(
@@ -345,8 +354,8 @@ def _prod_grad_with_zeros(g: Any, x: Any, dims: tuple[int, ...]) -> Any:
     count = zero.sum(axis=dims, keepdims=True)
     none, one, two, three = ((count == k).astype(xa.dtype) for k in (0, 1, 2, 3))
     zeros = _dual.where(zero, x, 0)
-    e1 = _dual.sum_dims(zeros, dims, keepdim=True)
-    e2 = (e1 * e1 - _dual.sum_dims(zeros * zeros, dims, keepdim=True)) * 0.5
+    e1 = sum_dims(zeros, dims, keepdim=True)
+    e2 = (e1 * e1 - sum_dims(zeros * zeros, dims, keepdim=True)) * 0.5
     o1 = e1 - x
     others = _dual.where(zero, one + two * o1 + three * (e2 - x * o1),
                          none + one * e1 + two * e2)
@@ -447,7 +456,7 @@ def _moment_args(name: str, dim: Any, unbiased: Any, keepdim: Any,
 
 
 def _mean_kept(x: Any, dims: tuple[int, ...], count: int) -> Any:
-    return _dual.sum_dims(x, dims, keepdim=True) / count
+    return sum_dims(x, dims, keepdim=True) / count
 
 
 def _var_grad(g: Any, x: Any, dims: tuple[int, ...], count: int, dof: float,
@@ -757,7 +766,7 @@ def norm(a: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
             f"{scalar_type_name(a.dtype)}"
         )
     if dtype is not None:
-        dt = _resolve_dtype(dtype)
+        dt = _given_dtype(dtype, "norm")
         if dt.kind != "f":
             raise RuntimeError(
                 "linalg.vector_norm: dtype should be floating point or complex, but got "

@@ -19,6 +19,7 @@ See Note [Dual backward formulas] and Note [Silent singular points].
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy
@@ -117,7 +118,7 @@ def _not_for_bool(kernel: str, x: Any) -> None:
 
 # ---- sort / argsort / topk ----
 
-def _put_back(unique: bool) -> Any:
+def _put_back(unique: bool) -> Callable[..., Any]:
     """The formula sending the gradient of each value to the position its index names
     (PyTorch's ``value_selecting_reduction_backward``): ``zeros(self_shape)`` with ``g``
     put at ``indices`` along ``dim``. ``indices`` has the shape of the result (``keepdim``
