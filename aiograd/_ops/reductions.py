@@ -875,24 +875,3 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     dims = reduction_dims(dim, x.ndim)
     data = as_array(_logsumexp(x, dims, keepdim))
     return LogsumexpBackward0.record((a,), data, a.device, (a,), (_kept_shape(x.shape, dims),))
-
-
-# ---- Tensor methods ----
-
-Tensor.sum = sum
-Tensor.nansum = nansum
-Tensor.mean = mean
-Tensor.max = max
-Tensor.min = min
-Tensor.prod = prod
-Tensor.std = std
-Tensor.var = var
-Tensor.amax = amax
-Tensor.amin = amin
-Tensor.argmax = argmax
-Tensor.argmin = argmin
-Tensor.any = any
-Tensor.all = all
-Tensor.norm = norm
-Tensor.cumsum = cumsum
-Tensor.logsumexp = logsumexp
