@@ -379,9 +379,11 @@ def _pow_exponent_grad(g: Any, e: Any, a: Any, result: Any) -> Any:
     return g * _dual.where(mask, 0.0, result * _dual.log(a))
 
 
-def _pow_base_grad(g: Any, result: Any, base: int | float) -> Any:
+def _pow_base_grad(g: Any, exponent: Any, result: Any, base: int | float) -> Any:
     """``number ** tensor``: d/de = b^e log b (NaN for b < 0; for b == 0: 0 where e >= 0,
-    that is where ``|0 ** e| <= 1``, and ``0 ** e * -inf`` elsewhere), as PyTorch."""
+    that is where ``|0 ** e| <= 1``, and ``0 ** e * -inf`` elsewhere), as PyTorch. The
+    exponent is saved as PyTorch saves it (pack hooks see it), though the formula reads
+    only the result."""
     if base == 0:
         return _dual.quietly(_zero_base_grad, g, result)
     return g * (result * (math.log(base) if base > 0 else math.nan))
@@ -392,7 +394,8 @@ PowBackward0 = Rule("PowBackward0", _pow_number_grad, saves=("self_",), keeps=("
 PowBackward1 = Rule("PowBackward1", _pow_self_grad, _pow_exponent_grad,
                     saves=("exponent", "self_", "result"),  # PyTorch's order of saving
                     doc="``tensor ** tensor``: see ``_pow_self_grad``, ``_pow_exponent_grad``.")
-PowBackward2 = Rule("PowBackward2", _pow_base_grad, saves=("result",), keeps=("base",),
+PowBackward2 = Rule("PowBackward2", _pow_base_grad, saves=("exponent", "result"),
+                    keeps=("base",),
                     doc="``number ** tensor``: see ``_pow_base_grad``.")
 
 
@@ -472,7 +475,7 @@ def rpow(a: Tensor, b: Any) -> Tensor:
         data = b ** x
     else:
         data = _dual.quietly(operator.pow, b, x)  # 0 ** -1, (-1) ** 0.5
-    return PowBackward2.record((a,), data, a.device, (), (b,))
+    return PowBackward2.record((a,), data, a.device, (a,), (b,))
 
 
 # ---- comparisons and logical ops (no gradient) ----

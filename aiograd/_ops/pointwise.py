@@ -652,10 +652,10 @@ LerpBackward0 = Rule("LerpBackward0", lambda g, weight: g * (1 - weight),
                      doc="``lerp(a, b, w)`` for a number ``w``: ``g (1 - w)`` and ``g w``.")
 LerpBackward1 = Rule(
     "LerpBackward1",
-    lambda g, self_, end, weight: g * (1 - weight),
-    lambda g, self_, end, weight: g * weight,
-    lambda g, self_, end, weight: g * (end - self_),
-    saves=("self_", "end", "weight"),
+    lambda g, end, self_, weight: g * (1 - weight),
+    lambda g, end, self_, weight: g * weight,
+    lambda g, end, self_, weight: g * (end - self_),
+    saves=("end", "self_", "weight"),  # PyTorch's order of saving
     doc="``lerp(a, b, w)`` for a tensor ``w``: ``g (1 - w)``, ``g w`` and ``g (b - a)``.")
 
 
@@ -705,7 +705,7 @@ def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:  # noqa: A002
         raise broadcast_error_among(*shapes) from None
     data = _lerp_data(x, y, w).astype(a.dtype, copy=False)
     if isinstance(weight, Tensor):
-        return LerpBackward1.record((a, end, weight), data, dev, (a, end, weight))
+        return LerpBackward1.record((a, end, weight), data, dev, (end, a, weight))
     return LerpBackward0.record((a, end), data, dev, (), (float(weight),))
 
 
