@@ -411,12 +411,12 @@ def nan_to_num_(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
 # ---- atan2 / hypot ----
 
 @numpy.errstate(all="ignore")  # a == b == 0. See Note [Silent singular points].
-def _atan2_scaled(g: Any, a: Any, b: Any) -> Any:
-    """``g / (a^2 + b^2)``, with ``1 / (a^2 + b^2)`` taken as 0 where ``a^2 + b^2 == 0``
-    (both gradients 0 at the origin; a create_graph backward through the masked reciprocal
-    is NaN there, as PyTorch's)."""
+def _atan2_recip(a: Any, b: Any) -> Any:
+    """``1 / (a^2 + b^2)``, taken as 0 where ``a^2 + b^2 == 0`` (both gradients 0 at the
+    origin; a create_graph backward through the masked reciprocal is NaN there, as
+    PyTorch's)."""
     denom = a * a + b * b
-    return g * _dual.where(_dual.raw(denom) == 0, 0.0, 1 / denom)
+    return _dual.where(_dual.raw(denom) == 0, 0.0, 1 / denom)
 
 
 @numpy.errstate(all="ignore")  # r == 0. See Note [Silent singular points].
@@ -426,11 +426,11 @@ def _hypot_grad(g: Any, x: Any, r: Any) -> Any:
 
 Atan2Backward0 = Rule(
     "Atan2Backward0",
-    lambda g, other, self_: _atan2_scaled(g, self_, other) * other,
-    lambda g, other, self_: _atan2_scaled(g, self_, other) * -self_,
+    lambda g, other, self_: g * other * _atan2_recip(self_, other),
+    lambda g, other, self_: g * -self_ * _atan2_recip(self_, other),
     saves=("other", "self_"),
     doc="``atan2(a, b)``: ``g b / (a^2 + b^2)`` and ``-g a / (a^2 + b^2)``, as PyTorch's "
-        "(see ``_atan2_scaled``).")
+        "(see ``_atan2_recip``).")
 HypotBackward0 = Rule(
     "HypotBackward0",
     lambda g, other, self_, result: _hypot_grad(g, self_, result),
