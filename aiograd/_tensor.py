@@ -20,7 +20,7 @@ import numbers
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy
 
@@ -28,6 +28,13 @@ from . import _defaults, _random, devices
 from ._handle import RemovableHandle
 from .devices import CPU, Device
 from .grad_mode import _grad_enabled, _inference
+
+if TYPE_CHECKING:
+    from ._ops.methods import OpMethods
+    from ._ops.views import LiveViews
+    from .graph._node import AccumulateGrad
+else:
+    OpMethods = object  # bound by aiograd._ops at run time: see _ops/methods.py
 
 __all__ = [
     "Tensor",
@@ -138,7 +145,7 @@ class _InferenceCounter(_VersionCounter):
 
     __slots__ = ()
 
-    @property  # type: ignore[override]
+    @property
     def value(self) -> int:
         if _inference.get():
             return 0
@@ -152,10 +159,11 @@ class _InferenceCounter(_VersionCounter):
 _INFERENCE = _InferenceCounter()
 
 
-class Tensor:
+class Tensor(OpMethods):
     """An n-dimensional array that records the operations done on it.
 
-    Do not construct directly; use :func:`aiograd.tensor` and the factories.
+    Do not construct directly; use :func:`aiograd.tensor` and the factories. The op
+    methods and operators (``t.exp()``, ``a @ b``) are declared in ``_ops/methods.py``.
     """
 
     __slots__ = (
@@ -181,6 +189,16 @@ class Tensor:
     data: Any
     device: Device
     grad_fn: Any
+    output_nr: int
+    _rg: bool
+    _grad: Tensor | None
+    _vc: _VersionCounter
+    _base: Tensor | None
+    _views: LiveViews | None
+    _accumulator: AccumulateGrad | None
+    _hooks: list[_TensorHook] | None
+    _post_acc_hooks: list[Callable[[Tensor], None]] | None
+    _retains_grad: bool
 
     @classmethod
     def _wrap(cls, data: Any, device: Device | None = None) -> Tensor:
@@ -417,7 +435,7 @@ class Tensor:
 
     def __getstate__(self) -> tuple[None, dict[str, Any]]:
         """For copy and pickle: every slot but ``_views`` (a copy has no views yet)."""
-        _, slots = super().__getstate__()
+        _, slots = cast("tuple[None, dict[str, Any]]", super().__getstate__())
         return None, {**slots, "_views": None}
 
     def detach(self) -> Tensor:
@@ -434,7 +452,7 @@ class Tensor:
         self._rg = False
         return self
 
-    def numpy(self) -> numpy.ndarray:
+    def numpy(self) -> Any:  # a numpy.ndarray (``numpy`` here is this method)
         """The array itself (no copy); refused for a tensor that requires grad while grad
         mode is on (so allowed in a custom Function's forward and backward), as PyTorch."""
         if self._rg and _grad_enabled.get():
@@ -449,7 +467,7 @@ class Tensor:
             )
         return self.data
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> numpy.ndarray:
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)
 
@@ -506,7 +524,7 @@ class Tensor:
         if not isinstance(other, Tensor):
             raise TypeError("type_as(): argument 'other' (position 1) must be Tensor, not "
                             f"{type(other).__name__}")
-        return self.to(other.device, other.dtype)  # type: ignore[attr-defined]
+        return self.to(other.device, other.dtype)
 
     def _new_defaults(self, dtype: Any, device: Any) -> dict[str, Any]:
         """The ``new_*`` factories' dtype and device: this tensor's unless given."""
@@ -603,13 +621,13 @@ def _dim_out_of_range(dim: Any, ndim: int) -> str:
 class _TensorHook:
     """Adapts a user tensor hook to the engine, which passes raw arrays.
 
-    Contract: ``hook(grad: Tensor) -> Tensor | None``. Called on the thread
-    running the consuming node.
+    Contract: ``hook(grad: Tensor) -> Tensor | None``, and ``hook(None)`` for an output
+    that gets no gradient (PyTorch's). Called on the thread running the consuming node.
     """
 
     __slots__ = ("fn", "device")
 
-    def __init__(self, fn: Callable[[Tensor], Any], device: Device) -> None:
+    def __init__(self, fn: Callable[[Any], Any], device: Device) -> None:
         self.fn = fn
         self.device = device
 
@@ -922,7 +940,7 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     copied, as :func:`tensor`.
     """
     if isinstance(data, Tensor):
-        return data.to(data.device if device is None else device, dtype)  # type: ignore[attr-defined]
+        return data.to(data.device if device is None else device, dtype)
     if isinstance(data, numpy.ndarray):
         dt = _resolve_dtype(dtype)
         dev = CPU if device is None else devices.device(device)
@@ -942,12 +960,17 @@ def from_numpy(array: numpy.ndarray) -> Tensor:
     return Tensor._wrap(_check_numeric(array), CPU)
 
 
+def _is_int(value: object) -> bool:
+    """An integer argument: a Python or NumPy int, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _shape_arg(size: Sequence[Any], fn: str) -> tuple[int, ...]:
     """The shape ``fn`` was given, as one sequence or as separate ints."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for s in size:
-        if not isinstance(s, numbers.Integral) or isinstance(s, bool) or s < 0:
+        if not _is_int(s) or s < 0:
             raise ValueError(f"{fn}(): sizes must be non-negative ints, got {tuple(size)!r}")
     return tuple(int(s) for s in size)
 
@@ -1073,7 +1096,7 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
     """
     start = _real_arg("linspace", "start", start)
     end = _real_arg("linspace", "end", end)
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
+    if not _is_int(steps):
         raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
@@ -1099,10 +1122,9 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
         requires_grad: bool = False) -> Tensor:
     for name, value in (("n", n), ("m", m)):
-        if (value is not None or name == "n") and (isinstance(value, bool)
-                                                    or not isinstance(value, numbers.Integral)):
+        if (value is not None or name == "n") and not _is_int(value):
             raise TypeError(f"eye(): argument '{name}' must be int, not {type(value).__name__}")
-        if isinstance(value, numbers.Integral) and value < 0:
+        if value is not None and value < 0:
             raise ValueError(f"{name} must be greater or equal to 0, got {value}")
     arr = numpy.eye(n, m, dtype=_default_float(dtype))
     return _finish(*_place(arr, device), requires_grad)

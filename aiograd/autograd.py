@@ -382,7 +382,9 @@ def _grad_task(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool 
 def _checked_grad_task(outputs: Any, inputs: Any, grad_outputs: Any,
                        retain_graph: bool | None, create_graph: bool,
                        allow_unused: bool | None, materialize_grads: bool, call: str,
-                       deadline: float | None) -> Any:
+                       deadline: float | None
+                       ) -> tuple[tuple[GraphTask, contextvars.Context],
+                                  Callable[[GraphTask], tuple[Tensor | None, ...]]]:
     if allow_unused is not None and not isinstance(allow_unused, bool):
         raise TypeError(f"allow_unused must be a bool, got {type(allow_unused).__name__}")
     if not isinstance(materialize_grads, bool):
@@ -472,7 +474,7 @@ def _blocking_grad(call: str, outputs: Any, inputs: Any, grad_outputs: Any,
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                     allow_unused, materialize_grads, call, deadline)
     _engine_mod.get_engine().run_sync(gt, ctx)
-    return results(gt)  # type: ignore[no-any-return]
+    return results(gt)
 
 
 # ---- engine hooks ----

@@ -23,26 +23,13 @@ Note [Broadcast gradients]
 Formulas compute a gradient only for inputs whose edge is not None (the
 forward input required grad), like ``needs_input_grad``. Most nodes are
 declared as rules (``_rule.Rule``), which generate this masking; see
-docs/ops.md, "How to add an op".
+docs/ops.md, "How to add an op". The Tensor's methods and operators are declared
+once, in ``methods.OpMethods``, and bound when this package is first imported.
 """
 
 from __future__ import annotations
 
-from . import (  # noqa: F401  (each module binds its Tensor methods)
-    arithmetic,
-    device,
-    einsum,
-    indexing,
-    inplace,
-    joining,
-    linalg,
-    nn_ops,
-    pointwise,
-    reductions,
-    scatter,
-    shape,
-    sorting,
-    structure,
-    trig,
-    unary,
-)
+from .._tensor import Tensor
+from .methods import bind
+
+bind(Tensor)  # the Tensor's op methods: see methods.py

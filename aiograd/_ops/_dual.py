@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy
 
-from .._broadcast import sum_dims  # noqa: F401  (one of the helpers)
-from .._tensor import Tensor
+from .._broadcast import sum_dims as sum_dims  # one of the helpers, re-exported
+from .._tensor import Tensor, zeros
 from ..devices import device_of_array
 
 _ndarray = numpy.ndarray
@@ -99,11 +99,12 @@ def unsqueeze(x: Any, dim: int) -> Any:
 
 
 def where(cond: Any, x: Any, y: Any) -> Any:
-    """``cond`` is a boolean array; x or y may be Tensors or numbers."""
-    if type(x) is Tensor or type(y) is Tensor:
-        from .unary import where as t_where
-
-        return t_where(cond, x, y)
+    """``cond`` is a boolean array; x or y may be Tensors or numbers. With a Tensor it is
+    the differentiable ``where`` (Tensor.where, ``self`` taken where ``cond`` holds)."""
+    if type(x) is Tensor:
+        return x.where(cond, y)
+    if type(y) is Tensor:
+        return y.where(~cond, x)
     return xp_of(x if type(x) not in (int, float) else y).where(cond, x, y)
 
 
@@ -134,8 +135,6 @@ def raw(x: Any) -> Any:
 def zeros_of(x: Any, shape: Sequence[int] | None = None) -> Any:
     """Zeros with x's dtype (and device), shaped like x or ``shape``."""
     if type(x) is Tensor:
-        from .._tensor import zeros
-
         return zeros(*(x.shape if shape is None else shape), dtype=x.dtype, device=x.device)
     return xp_of(x).zeros(x.shape if shape is None else tuple(shape), dtype=x.dtype)
 

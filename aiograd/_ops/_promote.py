@@ -55,7 +55,9 @@ def result_type(*operands: Any) -> numpy.dtype:
     """The dtype PyTorch gives an op of ``operands``, Tensors or Python numbers (bool,
     int, float): each class (with dims, 0-d, numbers) promotes within itself, then the
     classes combine. See Note [Type promotion]."""
-    dims = zeros = numbers = None
+    dims: numpy.dtype | None = None
+    zeros: numpy.dtype | None = None
+    numbers: numpy.dtype | None = None
     for x in operands:
         kind = type(x)
         if kind is float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, cast
 
 import numpy
 
@@ -26,7 +26,7 @@ def edges_of(*tensors: Tensor | None) -> tuple[tuple[Node, int] | None, ...] | N
     """
     if not _grad_enabled.get():
         return None
-    edges = []
+    edges: list[tuple[Node, int] | None] = []
     found = False
     for t in tensors:
         if t is None or not t._rg:
@@ -102,12 +102,13 @@ def scalar_or_tensor(x: Any, like: Tensor) -> Tensor | int | float | bool:
     kind = type(x)
     if kind is Tensor or kind is float or kind is int:
         return x
-    if isinstance(x, (bool, numbers.Number)) and not isinstance(x, numpy.ndarray):
+    if isinstance(x, (bool, numbers.Number)):
         if isinstance(x, numpy.generic):
             return x.item()
         if isinstance(x, complex):
             raise TypeError("complex numbers are not supported")
-        return x
+        # a bool, or another Number (Fraction, Decimal): NumPy takes it as it is
+        return cast("int | float | bool", x)
     if isinstance(x, Tensor):
         return x
     if isinstance(x, numpy.ndarray) or like.device.backend.owns(x):

@@ -677,37 +677,9 @@ def isclose(input: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
     return plain(data, dev)
 
 
-# ---- Tensor methods ----
-
-Tensor.isclose = isclose
-Tensor.__add__ = add
-Tensor.__radd__ = add
-Tensor.__sub__ = sub
-Tensor.__rsub__ = rsub
-Tensor.__mul__ = mul
-Tensor.__rmul__ = mul
-Tensor.__truediv__ = div
-Tensor.__rtruediv__ = rdiv
-Tensor.__neg__ = neg
-Tensor.__pow__ = pow
-Tensor.__rpow__ = rpow
-Tensor.add = add_alpha
-Tensor.sub = sub_alpha
-Tensor.mul = mul
-Tensor.div = div
-Tensor.neg = neg
-Tensor.pow = pow
-for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
-    setattr(Tensor, _name, _compare(_name))
-Tensor.lt, Tensor.le, Tensor.gt = Tensor.__lt__, Tensor.__le__, Tensor.__gt__
-Tensor.ge, Tensor.eq, Tensor.ne = Tensor.__ge__, Tensor.__eq__, Tensor.__ne__
-Tensor.bitwise_and = Tensor.__and__ = Tensor.__rand__ = _bitwise("bitwise_and")
-Tensor.bitwise_or = Tensor.__or__ = Tensor.__ror__ = _bitwise("bitwise_or")
-Tensor.bitwise_xor = Tensor.__xor__ = Tensor.__rxor__ = _bitwise("bitwise_xor")
-Tensor.bitwise_not = Tensor.__invert__ = bitwise_not
-Tensor.logical_and = _logical("logical_and")
-Tensor.logical_or = _logical("logical_or")
-Tensor.logical_xor = _logical("logical_xor")
-Tensor.logical_not = logical_not
-Tensor.equal = equal
-Tensor.allclose = allclose
+lt, le, gt = _compare("__lt__"), _compare("__le__"), _compare("__gt__")
+ge, eq, ne = _compare("__ge__"), _compare("__eq__"), _compare("__ne__")
+bitwise_and, bitwise_or = _bitwise("bitwise_and"), _bitwise("bitwise_or")
+bitwise_xor = _bitwise("bitwise_xor")
+logical_and, logical_or = _logical("logical_and"), _logical("logical_or")
+logical_xor = _logical("logical_xor")

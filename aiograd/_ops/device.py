@@ -153,12 +153,6 @@ def _cast(dtype: numpy.dtype, name: str) -> Any:
     return cast
 
 
-Tensor.to = to
-Tensor.cpu = cpu
-Tensor.cuda = cuda
-Tensor.half = _cast(float16, "half")
-Tensor.float = _cast(float32, "float")
-Tensor.double = _cast(float64, "double")
-Tensor.int = _cast(int32, "int")
-Tensor.long = _cast(int64, "long")
-Tensor.bool = _cast(bool_, "bool")
+as_half, as_float = _cast(float16, "half"), _cast(float32, "float")
+as_double, as_int = _cast(float64, "double"), _cast(int32, "int")
+as_long, as_bool = _cast(int64, "long"), _cast(bool_, "bool")

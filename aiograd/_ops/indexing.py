@@ -37,12 +37,13 @@ from .._tensor import Tensor, checked_fill, cpp_type_name, tensor
 from ..devices import CPU, Device
 from ..graph._node import Node
 from . import _dual
+from ._index_scatter import index_scatter_add
 from ._record import check_same_device, edges_of, plain, record, scalar_or_tensor, tensor_arg
 from .inplace import check_inplace, commit_inplace
 from .shape import wrap_dim
 from .views import as_view
 
-__all__ = ["getitem", "setitem", "index_scatter_add", "gather", "index_select", "masked_fill",
+__all__ = ["getitem", "setitem", "gather", "index_select", "masked_fill",
            "masked_fill_", "nonzero"]
 
 
@@ -170,43 +171,6 @@ def _basic_name(index: Any, key: tuple[Any, ...]) -> str:
         elif k is not Ellipsis:
             name = "SelectBackward0"
     return name
-
-
-# ---- the scatter-add behind every indexing gradient ----
-
-class IndexScatterBackward(Node):
-    """Backward of :func:`index_scatter_add`: index the gradient with the same key.
-
-    Named as PyTorch names the node of an indexing gradient (``IndexPutImplBackward0``,
-    ``SelectBackwardBackward0``, ...).
-    """
-
-    __slots__ = ("key", "label")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0][self.key],)
-
-    def name(self) -> str:
-        return self.label
-
-
-def index_scatter_add(g: Any, shape: tuple[int, ...], key: tuple[Any, ...], basic: bool,
-                      label: str) -> Any:
-    """Zeros of ``shape`` with ``g`` added at ``key`` (an array, or a Tensor that records)."""
-    data = _dual.raw(g)
-    out = _dual.xp_of(data).zeros(shape, dtype=data.dtype)
-    if basic:  # a basic key hits every position at most once
-        out[key] = data
-    else:
-        _dual.xp_of(data).add.at(out, key, data)
-    if type(g) is not Tensor:
-        return out
-    edges = edges_of(g)
-    if edges is None:
-        return plain(out, g.device)
-    node = IndexScatterBackward(edges)
-    node.key, node.label = key, label
-    return record(node, out, g.device)
 
 
 # ---- t[index] ----
@@ -582,14 +546,3 @@ def nonzero(t: Tensor, *, as_tuple: bool = False) -> Any:
             for i in xp.nonzero(t.data if t.ndim else t.data.reshape(1))
         )
     return plain(xp.argwhere(t.data).astype(numpy.int64, copy=False), t.device)
-
-
-# ---- Tensor methods ----
-
-Tensor.__getitem__ = getitem
-Tensor.__setitem__ = setitem
-Tensor.gather = gather
-Tensor.index_select = index_select
-Tensor.masked_fill = masked_fill
-Tensor.masked_fill_ = masked_fill_
-Tensor.nonzero = nonzero

@@ -405,21 +405,5 @@ def clone(t: Tensor) -> Tensor:
     return CloneBackward0.unary(t, t.data.copy())
 
 
-# ---- Tensor methods ----
-
-Tensor.add_ = add_
-Tensor.sub_ = sub_
-Tensor.mul_ = mul_
-Tensor.div_ = div_
-Tensor.zero_ = zero_
-Tensor.fill_ = fill_
-Tensor.copy_ = copy_
-Tensor.clone = clone
-Tensor.__iadd__ = add_
-Tensor.__isub__ = sub_
-Tensor.__imul__ = mul_
-Tensor.__itruediv__ = div_
-Tensor.pow_ = Tensor.__ipow__ = pow_
-Tensor.bitwise_and_ = Tensor.__iand__ = _bitwise_("bitwise_and")
-Tensor.bitwise_or_ = Tensor.__ior__ = _bitwise_("bitwise_or")
-Tensor.bitwise_xor_ = Tensor.__ixor__ = _bitwise_("bitwise_xor")
+bitwise_and_, bitwise_or_ = _bitwise_("bitwise_and"), _bitwise_("bitwise_or")
+bitwise_xor_ = _bitwise_("bitwise_xor")

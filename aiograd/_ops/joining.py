@@ -282,10 +282,3 @@ def unbind(t: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     lead = (slice(None),) * d
     datas = [t.data[lead + (i, Ellipsis)] for i in range(t.shape[d])]
     return _views(t, datas, UnbindBackward0, d)
-
-
-# ---- Tensor methods ----
-
-Tensor.chunk = chunk
-Tensor.split = split
-Tensor.unbind = unbind

@@ -297,14 +297,3 @@ def mv(a: Tensor, vec: Tensor) -> Tensor:
             f"vec ({b.shape[0]})"
         )
     return matmul(a, b)
-
-
-# ---- Tensor methods ----
-
-Tensor.matmul = matmul
-Tensor.mm = mm
-Tensor.bmm = bmm
-Tensor.dot = dot
-Tensor.mv = mv
-Tensor.__matmul__ = matmul
-Tensor.__rmatmul__ = rmatmul

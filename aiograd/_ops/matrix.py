@@ -170,7 +170,3 @@ def solve(A: Tensor, B: Any) -> Tensor:  # noqa: N803
         data = data[..., 0]
     data = _dual.contiguous(data)
     return LinalgSolveExBackward0.record((A, B), data, dev, saved=(A,), keeps=(vector,))
-
-
-Tensor.inverse = inv
-Tensor.det = det

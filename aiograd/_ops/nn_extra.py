@@ -21,9 +21,9 @@ from .._boundary import AssertionValueError
 from .._tensor import Tensor, scalar_type_name
 from ..graph._saved import SavedTensor
 from . import _dual
+from ._index_scatter import index_scatter_add
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
 from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, RuleNode, Saved
-from .indexing import index_scatter_add
 from .inplace import check_inplace, commit_inplace
 from .nn_ops import _reduction, check_target_shape, loss_target
 

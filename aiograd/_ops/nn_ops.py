@@ -819,9 +819,3 @@ def nll_loss(
         )
     t, w = _nll_checks("nll_loss", input, target, weight, ignore_index)
     return _nll(input, t, w, ignore_index, reduction)
-
-
-# ---- Tensor methods ----
-
-Tensor.softmax = softmax
-Tensor.log_softmax = log_softmax

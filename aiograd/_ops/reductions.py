@@ -1012,24 +1012,3 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     out = record(node, data, a.device)
     node.result = save(out, is_output=True)
     return out
-
-
-# ---- Tensor methods ----
-
-Tensor.sum = sum
-Tensor.nansum = nansum
-Tensor.mean = mean
-Tensor.max = max
-Tensor.min = min
-Tensor.prod = prod
-Tensor.std = std
-Tensor.var = var
-Tensor.amax = amax
-Tensor.amin = amin
-Tensor.argmax = argmax
-Tensor.argmin = argmin
-Tensor.any = any
-Tensor.all = all
-Tensor.norm = norm
-Tensor.cumsum = cumsum
-Tensor.logsumexp = logsumexp

@@ -32,6 +32,7 @@ import numpy
 from .._tensor import Tensor, checked_fill, scalar_type_name
 from ..graph._node import Node
 from . import _dual
+from ._index_scatter import index_scatter_add
 from ._record import check_same_device, edges_of, plain, record, tensor_arg
 from .indexing import (
     _broadcast_error,
@@ -40,7 +41,6 @@ from .indexing import (
     _zero_where,
     along_dim_key,
     gather,
-    index_scatter_add,
     index_select,
 )
 from .inplace import check_inplace, commit_inplace
@@ -760,21 +760,3 @@ def take(t: Tensor, index: Tensor) -> Tensor:
     node.in_shape = t.shape
     node.key = t.device.xp.unravel_index(flat, _shape_or_one(t.shape))
     return record(node, data, t.device)
-
-
-# ---- Tensor methods ----
-
-Tensor.scatter = scatter
-Tensor.scatter_ = scatter_
-Tensor.scatter_add = scatter_add
-Tensor.scatter_add_ = scatter_add_
-Tensor.index_add = index_add
-Tensor.index_add_ = index_add_
-Tensor.index_copy = index_copy
-Tensor.index_copy_ = index_copy_
-Tensor.index_fill = index_fill
-Tensor.index_fill_ = index_fill_
-Tensor.masked_select = masked_select
-Tensor.masked_scatter = masked_scatter
-Tensor.masked_scatter_ = masked_scatter_
-Tensor.take = take

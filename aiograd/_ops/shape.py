@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import operator
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ import numpy
 
 from .._broadcast import sum_to_shape
 from .._tensor import Tensor
+from .._warn import warn_user
 from ..graph._node import Node
 from . import _dual
 from ._record import edges_of, plain, record, tensor_arg
@@ -294,7 +294,7 @@ def permute(t: Tensor, *dims: Any) -> Tensor:
     return as_view(record(node, data, t.device), t)
 
 
-def _T(t: Tensor) -> Tensor:
+def reversed_dims(t: Tensor) -> Tensor:
     """All dims reversed (PyTorch's ``.T``)."""
     return permute(t, *range(t.ndim - 1, -1, -1))
 
@@ -310,15 +310,15 @@ def t(x: Tensor) -> Tensor:  # the name PyTorch gives the method
     return as_view(record(TBackward0(edges), data, x.device), x)
 
 
-def _mT(x: Tensor) -> Tensor:
+def matrix_transpose(x: Tensor) -> Tensor:
     """The last two dims swapped (PyTorch's ``.mT``); a 0-d tensor is itself (deprecated)."""
     if x.ndim < 2:
         if x.ndim == 1:
             raise RuntimeError(
                 "tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor."
             )
-        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity "
-                      "in these cases.", UserWarning, stacklevel=2)
+        warn_user("Tensor.mT is deprecated on 0-D tensors. This function is the identity "
+                  "in these cases.")
         return x
     return transpose(x, -2, -1)
 
@@ -517,27 +517,3 @@ def contiguous(t: Tensor) -> Tensor:
 def is_contiguous(t: Tensor) -> bool:
     """True if ``t``'s elements are in C order in memory (size-1 dims' strides aside)."""
     return bool(t.data.flags.c_contiguous)
-
-
-# ---- Tensor methods ----
-
-Tensor.reshape = reshape
-Tensor.view = view
-Tensor.flatten = flatten
-Tensor.squeeze = squeeze
-Tensor.unsqueeze = unsqueeze
-Tensor.transpose = transpose
-Tensor.permute = permute
-Tensor.T = property(_T)
-Tensor.t = t
-Tensor.mT = property(_mT)
-Tensor.view_as = view_as
-Tensor.reshape_as = reshape_as
-Tensor.expand = expand
-Tensor.expand_as = expand_as
-Tensor.select = select
-Tensor.narrow = narrow
-Tensor.contiguous = contiguous
-Tensor.is_contiguous = is_contiguous
-Tensor.flip = flip
-Tensor.repeat = repeat

@@ -28,9 +28,10 @@ from ..devices import device_of_array
 from ..graph._node import Node
 from ..graph._saved import SavedTensor
 from . import _dual
+from ._index_scatter import index_scatter_add
 from ._record import edges_of, plain, record, save
 from ._rule import Rule, RuleNode
-from .indexing import along_dim_key, index_scatter_add
+from .indexing import along_dim_key
 from .joining import cat
 from .reductions import (
     _ABSENT,
@@ -619,18 +620,3 @@ def unique(a: Tensor, sorted: bool = True, return_inverse: bool = False,  # noqa
     if return_counts:
         extra.append(plain(counts.astype(int64, copy=False), a.device))
     return (out, *extra) if extra else out
-
-
-# ---- Tensor methods ----
-
-Tensor.sort = sort
-Tensor.unique = unique
-Tensor.argsort = argsort
-Tensor.topk = topk
-Tensor.kthvalue = kthvalue
-Tensor.median = median
-Tensor.nanmedian = nanmedian
-Tensor.cumprod = cumprod
-Tensor.cummax = cummax
-Tensor.cummin = cummin
-Tensor.logcumsumexp = logcumsumexp

@@ -820,30 +820,3 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
         result = later.logical_xor(earlier) if later.dtype == bool else later - earlier
         length -= 1
     return result
-
-
-# ---- Tensor methods ----
-
-Tensor.diagonal = diagonal
-Tensor.diag = diag
-Tensor.diag_embed = diag_embed
-Tensor.trace = trace
-Tensor.tril = tril
-Tensor.triu = triu
-Tensor.tril_ = tril_
-Tensor.triu_ = triu_
-Tensor.outer = outer
-Tensor.inner = inner
-Tensor.kron = kron
-Tensor.addmm = addmm
-Tensor.baddbmm = baddbmm
-Tensor.movedim = movedim
-Tensor.moveaxis = moveaxis
-Tensor.swapaxes = swapaxes
-Tensor.swapdims = swapdims
-Tensor.unflatten = unflatten
-Tensor.roll = roll
-Tensor.rot90 = rot90
-Tensor.repeat_interleave = repeat_interleave
-Tensor.tensor_split = tensor_split
-Tensor.diff = diff

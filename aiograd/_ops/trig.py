@@ -144,10 +144,3 @@ erfinv_ = _unary_(erfinv, "input")
 erf_ = _unary_(erf, "input")
 
 
-# ---- Tensor methods ----
-
-for _op in (atan, asin, acos, sinh, cosh, erfinv, erf,
-            atan_, asin_, acos_, sinh_, cosh_, erfinv_, erf_):
-    setattr(Tensor, _op.__name__, _op)
-Tensor.arctan, Tensor.arcsin, Tensor.arccos = atan, asin, acos
-del _op

@@ -94,10 +94,14 @@ SinBackward0 = Rule(
     "SinBackward0",
     lambda g, x: g * (cos(x) if type(x) is Tensor else _dual.xp_of(x).cos(x)),
     saves=SAVES_INPUT, doc="d sin(x) = cos(x): saves the input.")
-CosBackward0 = Rule(
-    "CosBackward0",
-    lambda g, x: g * -(sin(x) if type(x) is Tensor else _dual.xp_of(x).sin(x)),
-    saves=SAVES_INPUT, doc="d cos(x) = -sin(x): saves the input.")
+
+
+def _cos_grad(g: Any, x: Any) -> Any:
+    return g * -(sin(x) if type(x) is Tensor else _dual.xp_of(x).sin(x))
+
+
+CosBackward0 = Rule("CosBackward0", _cos_grad, saves=SAVES_INPUT,
+                    doc="d cos(x) = -sin(x): saves the input.")
 
 
 def log1p(a: Tensor) -> Tensor:
@@ -561,32 +565,6 @@ def where(condition: Any, input: Any = _ABSENT, other: Any = _ABSENT) -> Any:  #
     return WhereBackward0.record(inputs, data, dev, (kept,))
 
 
-# ---- Tensor methods ----
-
-Tensor.exp = exp
-Tensor.log = log
-Tensor.sqrt = sqrt
-Tensor.tanh = tanh
-Tensor.sigmoid = sigmoid
-Tensor.abs = abs
-Tensor.__abs__ = abs
-Tensor.sign = sign
-Tensor.relu = relu
-Tensor.relu_ = relu_
-Tensor.log1p = log1p
-Tensor.expm1 = expm1
-Tensor.sin = sin
-Tensor.cos = cos
-Tensor.clamp = Tensor.clip = clamp
-Tensor.clamp_min = clamp_min
-Tensor.clamp_max = clamp_max
-Tensor.maximum = maximum
-Tensor.minimum = minimum
-
-
 def _where_method(self: Tensor, condition: Any, other: Any) -> Tensor:
     """``self.where(condition, other)``: ``where(condition, self, other)``."""
     return where(condition, self, other)
-
-
-Tensor.where = _where_method

@@ -50,6 +50,7 @@ from ..grad_mode import _grad_enabled
 from ..graph._node import Node, grad_accumulator
 from ..graph._saved import ERR_BACKWARD_TWICE
 from . import _dual
+from ._index_scatter import index_scatter_add
 from ._record import record
 
 __all__ = ["as_view", "forbidden_kind", "forbidden_view_error", "is_differentiable_view",
@@ -272,8 +273,6 @@ class ViewGeometry:
     def scatter_flat(self, g: Any, index: Any) -> Any:
         """Zeros of the root's size (flat) with ``g`` (shaped like the view) added at ``index``
         (:meth:`root_index`)."""
-        from .indexing import index_scatter_add
-
         return index_scatter_add(g, (self.root_size,), (index,), not self.overlaps,
                                  "AsStridedScatterBackward0")
 

@@ -58,7 +58,7 @@ class _Receiver(asyncio.BufferedProtocol):
                 return
             self._body, self._got = numpy.empty(length, numpy.uint8), 0
         if self._got == len(self._body):
-            self._lane.arrived(self._id, memoryview(self._body))
+            self._lane.arrived(self._id, self._body.data)
             self._transport.close()
 
     def eof_received(self) -> bool:

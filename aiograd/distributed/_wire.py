@@ -63,7 +63,7 @@ def dumps(obj: Any, on_tensor: Callable[[Tensor], Any] | None = None) -> list[by
             data = data.get()
         shape = data.shape
         data = numpy.ascontiguousarray(data)  # (makes 0-d arrays 1-d: keep ``shape``)
-        blobs.append(memoryview(data).cast("B"))
+        blobs.append(data.data.cast("B"))
         extra = on_tensor(t) if on_tensor is not None else None
         return (len(blobs) - 1, data.dtype.str, shape, extra)
 

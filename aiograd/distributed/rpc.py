@@ -152,7 +152,7 @@ class _Agent:
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("aiograd.Rpc", {
             "Call": grpc.unary_unary_rpc_method_handler(self._serve_unary, ident, ident),
         })])
-        bound = server.add_insecure_port(f"{host}:{port}")
+        bound: int = server.add_insecure_port(f"{host}:{port}")
         if bound == 0:
             raise RuntimeError(f"init_rpc: could not bind {host}:{port}")
         await server.start()

@@ -114,7 +114,10 @@ from .input_buffer import stash_current_streams, sync_leaf_streams
 from .ready_queue import ReadyQueue, _ticket
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    import weakref
+
+    from ..devices import Device
+    from .executors import ReentrantPool, Worker
 
 INLINE_MAX_NODES = 64
 INLINE_MAX_ELEMENTS = 1 << 15
@@ -288,6 +291,30 @@ class Drivers:
     ``_workers`` it uses): starting a GraphTask, waiting for it, what follows its
     nodes, and cancelling it with the passes nested in it."""
 
+    # Engine's state this side uses (set by Engine.__init__; thread rules in engine.py).
+    _lock: threading.Lock
+    _workers: dict[Device, Worker]
+    _pool: ReentrantPool
+    _live: weakref.WeakSet[GraphTask]
+    completed: int
+    max_depth: int
+    inline_max_nodes: int
+    inline_max_elements: int
+    no_deadline_horizon: float
+
+    # The methods of Engine and of its other sides (evaluate.py, executors.py) this side
+    # calls, for the type checker only (at run time, Engine finds the real ones).
+    if TYPE_CHECKING:
+        def _background_port(self) -> _BackgroundLoop: ...
+        def device_queue(self, device: Device) -> ReadyQueue: ...
+        def run_queue(self, queue: ReadyQueue, until: GraphTask | None) -> None: ...
+        def _run_heap(self, queue: ReadyQueue, gt: GraphTask, heap: list[Any],
+                      until: GraphTask | None) -> None: ...
+        def run_slice(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> bool: ...
+        def _claim_finish(self, gt: GraphTask) -> Callable[[], None] | None: ...
+        def _signal_if_done(self, gt: GraphTask) -> None: ...
+        async def _run_async_node(self, gt: GraphTask, node: Node, inputs: list[Any]) -> None: ...
+
     def _start(self, gt: GraphTask, cpu_queue: ReadyQueue, context: contextvars.Context,
                scope_due: float = math.inf) -> None:
         now = _perf_counter()
@@ -304,7 +331,8 @@ class Drivers:
         with self._lock:
             self._live.add(gt)
 
-    def _submit_root(self, gt: GraphTask, queue: ReadyQueue, heap: list[Any] | None) -> None:
+    def _submit_root(self, gt: GraphTask, queue: ReadyQueue | None,
+                     heap: list[Any] | None) -> None:
         """Queue the root task: the single root node, or a GraphRoot over several roots."""
         root = gt.root_node
         inputs = gt.root_inputs
@@ -321,6 +349,7 @@ class Drivers:
             return
         else:
             queue = gt.cpu_queue
+            assert queue is not None  # set by GraphTask.start, in _start
         queue.push(key, gt, root, inputs)
 
     async def run_async(self, gt: GraphTask, context: contextvars.Context) -> None:
@@ -459,11 +488,13 @@ class Drivers:
             gt.fail(RuntimeError("could not compute gradients for some functions"))
         if gt.error is None:
             sync_leaf_streams(gt)  # before the callbacks: they may read the gradients
+        context = gt.context
+        assert context is not None  # set by GraphTask.start; released by _finish, after this
         while gt.error is None and gt.final_callbacks:
             with gt.lock:
                 callback = gt.final_callbacks.pop(0)
             try:
-                result = gt.context.copy().run(callback)
+                result = context.copy().run(callback)
             except BaseException as exc:  # noqa: BLE001  (raised by _raise_or_return)
                 gt.fail(exc)
                 return
@@ -507,8 +538,9 @@ class Drivers:
             if gt in self._live:
                 self._live.discard(gt)
                 self.completed += 1
-        if gt.started is not None:  # statistics of a pass that ran on an executor
-            gt.cpu_queue.finished.append((gt.started - gt.arrival, gt.run_time))
+        queue = gt.cpu_queue
+        if gt.started is not None and queue is not None:  # a pass that ran on an executor
+            queue.finished.append((gt.started - gt.arrival, gt.run_time))
         obs = _observe.observer
         if obs is not None:
             obs.task_end(gt.id, _perf_counter(), gt.error)
@@ -547,7 +579,7 @@ class Drivers:
 class _LazyBackgroundPort:
     """The port of a sync task with no awaiting ancestor: the background loop."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Drivers) -> None:
         self.engine = engine
 
     def submit(self, job: Callable[[], Any]) -> None:
@@ -573,7 +605,7 @@ def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:
             )
         if not safe or node.has_hooks or node._metadata:  # an AccumulateGrad's: its leaf's too
             return False
-        if kind is AccumulateGrad and node.variable is None:
+        if type(node) is AccumulateGrad and node.variable is None:
             return False
         elements = 0
         for meta in node.input_metadata:
@@ -623,9 +655,11 @@ async def _await_in_context(gt: GraphTask, awaitable: Any) -> None:
     Its exception is re-raised as is (not wrapped in an exception group).
     """
     errors: list[BaseException] = []
+    context = gt.context
+    assert context is not None  # set by GraphTask.start; released by _finish, after this
 
     async def run() -> None:
-        for var, value in gt.context.items():
+        for var, value in context.items():
             var.set(value)
         try:
             await awaitable
@@ -640,14 +674,16 @@ async def _await_in_context(gt: GraphTask, awaitable: Any) -> None:
         raise errors[0]
 
 
-def _run_coroutine_blocking(engine: Engine, gt: GraphTask, awaitable: Any) -> None:
+def _run_coroutine_blocking(engine: Drivers, gt: GraphTask, awaitable: Any) -> None:
     """Run an async final callback of a sync task on its port and wait for it."""
     done = threading.Event()
     errors: list[BaseException] = []
+    context = gt.context
+    assert context is not None  # set by GraphTask.start; released by _finish, after this
 
     async def job() -> None:
         try:
-            for var, value in gt.context.items():
+            for var, value in context.items():
                 var.set(value)
             await awaitable
         except BaseException as exc:  # noqa: BLE001  (handed to the waiting thread)

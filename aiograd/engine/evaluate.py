@@ -94,14 +94,14 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import numpy
 
-from ..devices import CPU
+from ..devices import CPU, Device
 from ..graph._node import AccumulateGrad, Node
 from . import _observe
 from . import hooks as _hooks
@@ -127,6 +127,13 @@ class Evaluator:
     """The engine's per-node side (a mixin of ``Engine``): a slice of a GraphTask, its
     nodes, routing their outputs, and async nodes on the driver's loop."""
 
+    # The executor side's methods this side calls (executors.py), for the type checker
+    # only (at run time, Engine finds the real ones through its bases).
+    if TYPE_CHECKING:
+        def device_queue(self, device: Device) -> ReadyQueue: ...
+        @staticmethod
+        def _turn_if_due() -> None: ...
+
     def run_slice(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> bool:
         """Run ready nodes of ``gt`` from ``heap`` for one time slice (Note [Time slices]).
 
@@ -143,8 +150,10 @@ class Evaluator:
         if type(gt.port) is AsyncDriver:  # a coroutine awaits gt: its loop is served
             _tls.served = gt.port.signal
         expired = False
+        context = gt.context
+        assert context is not None  # set by GraphTask.start; released by _finish, after the nodes
         try:
-            expired = gt.context.copy().run(self._drain, queue, gt, heap)
+            expired = context.copy().run(self._drain, queue, gt, heap)
         except BaseException as exc:  # noqa: BLE001  (an engine bug: fail the task, not the thread)
             gt.fail(exc)
         finally:
@@ -271,6 +280,7 @@ class Evaluator:
         with nullcontext() if stream is None else meta[0].device.backend.stream_guard(stream):
             if node.has_hooks:
                 inputs = _hooks.call_pre_hooks(node, inputs)
+            outputs: Sequence[Any]
             if inputs and inputs[0] is None and _without_grads(node, inputs):
                 outputs = (None,) * len(node.next_edges)
             else:
@@ -432,7 +442,9 @@ class Evaluator:
         """The queue of the executor that runs ``node`` (a sync node) of ``gt``."""
         meta = node.input_metadata
         if not meta or meta[0].device is CPU or gt.single_thread:
-            return gt.cpu_queue
+            queue = gt.cpu_queue
+            assert queue is not None  # set by GraphTask.start, before any node
+            return queue
         return self.device_queue(meta[0].device)
 
     async def _run_async_node(self, gt: GraphTask, node: Node, inputs: list[Any]) -> None:
@@ -440,20 +452,23 @@ class Evaluator:
         if not gt.enter(1):
             self._signal_if_done(gt)
             return
-        for var, value in gt.context.items():
+        context = gt.context
+        assert context is not None  # set by GraphTask.start; released by _finish, after the nodes
+        for var, value in context.items():
             var.set(value)
         try:
             if gt.dependencies is None:  # an async root
                 gt.prepare()
+            ready: list[Any] | None = inputs
             if gt.exec_info is not None:
-                inputs = self._instrument(gt, node, inputs)
-            if inputs is None:
+                ready = self._instrument(gt, node, inputs)
+            if ready is None:
                 outputs = None
             else:
                 if node.has_hooks:
-                    inputs = _hooks.call_pre_hooks(node, inputs)
-                outputs = await node.apply_async(inputs, gt.create_graph)
-                outputs = self._finish_outputs(gt, node, inputs, outputs)
+                    ready = _hooks.call_pre_hooks(node, ready)
+                outputs = await node.apply_async(ready, gt.create_graph)
+                outputs = self._finish_outputs(gt, node, ready, outputs)
         except BaseException as exc:
             if not isinstance(exc, anyio.get_cancelled_exc_class()):
                 gt.node_failed(node, exc, 1)

@@ -79,7 +79,7 @@ from .graph_task import GraphTask
 from .ready_queue import SHUTDOWN_KEY, ReadyQueue
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    import weakref
 
 MAX_DEPTH = 60
 SWITCH_INTERVAL = 0.001
@@ -162,7 +162,7 @@ def has_queued_work() -> bool:
 class Worker:
     """A device worker: one thread, one ReadyQueue, lives until shutdown."""
 
-    def __init__(self, engine: Engine, device: Device) -> None:
+    def __init__(self, engine: Executors, device: Device) -> None:
         self.engine = engine
         self.device = device
         self.queue = ReadyQueue(str(device))
@@ -237,6 +237,19 @@ class Executors:
     """The engine's executor side (a mixin of ``Engine``, whose ``_lock``, ``_workers``,
     ``_live`` and ``_stopping`` it uses): starting workers, the loop every executor
     runs over its queue, and what a worker that stops leaves behind."""
+
+    # Engine's state this side uses (set by Engine.__init__; thread rules in engine.py).
+    _lock: threading.Lock
+    _workers: dict[Device, Worker]
+    _live: weakref.WeakSet[GraphTask]
+    _stopping: bool
+
+    # The evaluator side's methods this side calls (evaluate.py), for the type checker
+    # only (at run time, Engine finds the real ones through its bases).
+    if TYPE_CHECKING:
+        def run_slice(self, queue: ReadyQueue | None, gt: GraphTask, heap: list[Any]) -> bool: ...
+        def _claim_finish(self, gt: GraphTask) -> Callable[[], None] | None: ...
+        def _signal_if_done(self, gt: GraphTask) -> None: ...
 
     def device_queue(self, device: Device) -> ReadyQueue:
         """The queue of ``device``'s worker, starting the worker on first use."""

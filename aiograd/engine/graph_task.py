@@ -92,9 +92,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..graph._context import checkpoint_valid, current_graph_task  # noqa: F401  (re-exported)
+from ..graph._context import checkpoint_valid as checkpoint_valid  # re-exported
+from ..graph._context import current_graph_task as current_graph_task  # re-exported
 from ..graph._node import Node
-from .ready_queue import _RANK_LIMIT, task_key
+from .ready_queue import _RANK_LIMIT, ReadyQueue, task_key
 
 _ids = itertools.count(1)
 
@@ -189,7 +190,7 @@ class GraphTask:
         self.check_nan = False
         self.leaf_streams: set[Any] = set()
         self.caller_streams: dict[Any, Any] = {}
-        self.cpu_queue: Any = None
+        self.cpu_queue: ReadyQueue | None = None
         self.port: Any = None
         self.waker: Callable[[], None] | None = None
         #: set once, under ``lock``, by whoever completes the task (Note [Completion])
@@ -331,7 +332,7 @@ class GraphTask:
 
     # ---- completion (see Note [Completion]): every change of the counts goes here ----
 
-    def start(self, cpu_queue: Any, context: contextvars.Context, *, check_nan: bool,
+    def start(self, cpu_queue: ReadyQueue, context: contextvars.Context, *, check_nan: bool,
               direct: bool) -> None:
         """Complete the task before its root is submitted: where its CPU nodes run,
         the context they run in, and one outstanding node task (the root)."""

@@ -84,15 +84,15 @@ def call_pre_hooks(node: Node, inputs: list[Any]) -> list[Any]:
 
 def call_post_hooks(node: Node, outputs: Any, inputs: list[Any]) -> list[Any]:
     """Node post-hooks: ``hook(grad_inputs, grad_outputs)`` may replace grad_inputs."""
-    outputs = list(outputs)
-    for hook in list(node._post_hooks):
-        result = hook(tuple(_wrap(g) for g in outputs), tuple(_wrap(g) for g in inputs))
+    grads = list(outputs)
+    for hook in list(node._post_hooks or ()):
+        result = hook(tuple(_wrap(g) for g in grads), tuple(_wrap(g) for g in inputs))
         if result is None:
             continue
-        _check_hook_result(hook, result, len(outputs), f"hook of {node.name()}")
-        outputs = [_unwrap_like(n, o, node, "hook", i)
-                   for i, (n, o) in enumerate(zip(result, outputs))]
-    return outputs
+        _check_hook_result(hook, result, len(grads), f"hook of {node.name()}")
+        grads = [_unwrap_like(n, o, node, "hook", i)
+                 for i, (n, o) in enumerate(zip(result, grads))]
+    return grads
 
 
 def _check_hook_result(hook: Any, result: Any, expected: int, what: str) -> None:

@@ -140,9 +140,10 @@ class ReadyQueue:
     def head_key(self) -> int | None:
         """The key of the first task, or None; read without the lock (a hint only)."""
         try:
-            return self._heap[0][0]
+            key: int = self._heap[0][0]
         except IndexError:
             return None
+        return key
 
     def waiting(self) -> int:
         """How many distinct GraphTasks have node tasks queued here."""

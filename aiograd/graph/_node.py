@@ -176,6 +176,11 @@ class Node:
         """
         raise NotImplementedError(f"{self.name()} does not implement apply")
 
+    async def apply_async(self, grads: list[Any], create_graph: bool) -> Sequence[Any]:
+        """``apply`` of a node whose ``is_async`` is True: awaited on the event loop that
+        drives its GraphTask (see ``aiograd.engine.drivers``)."""
+        raise NotImplementedError(f"{self.name()} does not implement apply_async")
+
     def release_variables(self) -> None:
         """Free saved tensors (called after apply when retain_graph is false)."""
 

@@ -213,8 +213,8 @@ class MultiheadAttention(Module):
             return [linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases)]
         if query is key and key is value:  # self-attention: one matmul
             return list(linear(query, self.in_proj_weight, self.in_proj_bias).chunk(3, -1))
-        weights = self.in_proj_weight.chunk(3)
-        return [linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases)]
+        parts = self.in_proj_weight.chunk(3)
+        return [linear(x, w, b) for x, w, b in zip((query, key, value), parts, biases)]
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
@@ -351,22 +351,25 @@ class TransformerEncoderLayer(Module):
                 src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         """The layer applied to ``src``; the masks as :class:`MultiheadAttention`'s
         ``attn_mask`` and ``key_padding_mask``."""
-        x = src
+        x: Tensor = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
             return x + self._ff_block(self.norm2(x))
         x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
-        return self.norm2(x + self._ff_block(x))
+        x = self.norm2(x + self._ff_block(x))
+        return x
 
     def _sa_block(self, x: Tensor, attn_mask: Tensor | None,
                   key_padding_mask: Tensor | None, is_causal: bool) -> Tensor:
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                            need_weights=False, is_causal=is_causal)[0]
-        return self.dropout1(x)
+        x = self.dropout1(x)
+        return x
 
     def _ff_block(self, x: Tensor) -> Tensor:
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))
-        return self.dropout2(x)
+        x = self.dropout2(x)
+        return x
 
 
 class TransformerEncoder(Module):
