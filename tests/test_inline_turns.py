@@ -192,3 +192,18 @@ async def test_graphs_large_in_all_but_small_per_node_run_on_the_loop(loop_wakes
     await ag.backward((big * 2.0).sum())
     np.testing.assert_allclose(big.grad.numpy(), np.full(40_000, 2.0))
     assert loop_wakes == [1]
+
+
+@pytest.mark.anyio
+async def test_an_inline_pass_expired_by_its_scope_ends_as_the_scope_says(monkeypatch):
+    """The engine's clock finds the pass due before the scope's own deadline fires
+    (the two clocks differ by microseconds): the pass starts no node, and the caller
+    still sees only what the scope does (``move_on_after`` moves on), no TimeoutError."""
+    from aiograd.engine import drivers
+
+    monkeypatch.setattr(drivers, "_scope_due", lambda gt: drivers._perf_counter())
+    x = leaf([1.0, 2.0])
+    with anyio.move_on_after(0.2) as scope:
+        await ag.backward(chain(x, 3))
+    assert scope.cancelled_caught
+    assert x.grad is None

@@ -365,11 +365,7 @@ class Drivers:
         self._submit_root(gt, None, None)
         try:
             await driver.serve(gt)
-            if gt.due_by_scope and isinstance(gt.error, TimeoutError) and gt.due <= _perf_counter():
-                # Expired by its cancel scope's deadline (Note [Deadlines]): end as the
-                # scope says; the scope cancels this wait at once, its deadline has passed.
-                gt.error = None
-                await anyio.sleep_forever()
+            await _end_if_expired_by_scope(gt)
         except BaseException:
             self._cancel_tree(gt)
             with anyio.CancelScope(shield=True):
@@ -394,10 +390,7 @@ class Drivers:
         holding = False  # this pass has the turn (Note [Inline passes take turns])
         try:
             while not gt.finished:
-                if gt.due_by_scope and isinstance(gt.error, TimeoutError) \
-                        and gt.due <= _perf_counter():
-                    gt.error = None  # expired: end as the scope says (Note [Deadlines])
-                    await anyio.sleep_forever()
+                await _end_if_expired_by_scope(gt)
                 if heap or len(queue):
                     if signal is None:
                         signal = LocalEvent()
@@ -417,6 +410,7 @@ class Drivers:
                 else:  # pragma: no cover - would be an engine bug
                     raise RuntimeError("aiograd: inline graph task stalled")
                 await anyio.lowlevel.checkpoint()
+            await _end_if_expired_by_scope(gt)  # its last slice found it expired
         except BaseException:
             if holding and signal is not None:
                 turns.release(signal, gt.key_base, False)
@@ -637,6 +631,15 @@ def _scope_due(gt: GraphTask) -> float:
     if deadline == math.inf:
         return deadline
     return _perf_counter() + (deadline - anyio.current_time())
+
+
+async def _end_if_expired_by_scope(gt: GraphTask) -> None:
+    """If ``gt`` was stopped by its cancel scope's deadline (Note [Deadlines]): end as the
+    scope says. The scope cancels this wait when its own clock reaches the deadline: at
+    once, or as soon as that clock catches up with the engine's."""
+    if gt.due_by_scope and isinstance(gt.error, TimeoutError) and gt.due <= _perf_counter():
+        gt.error = None
+        await anyio.sleep_forever()
 
 
 def _enter_task_context(gt: GraphTask) -> bool:
