@@ -207,3 +207,31 @@ async def test_an_inline_pass_expired_by_its_scope_ends_as_the_scope_says(monkey
         await ag.backward(chain(x, 3))
     assert scope.cancelled_caught
     assert x.grad is None
+
+
+@pytest.mark.anyio
+async def test_stats_report_the_passes_run_on_the_loop(one_node_slices, slices):
+    """``stats().per_worker["loop"]``: X runs, A waits for its first turn; then both
+    are among the recent finished passes."""
+    engine = _engine.get_engine()
+    before = engine.stats().per_worker.get("loop")
+    seen: list[Any] = []
+
+    async def run(tag: str, ops: int) -> None:
+        x = leaf([1.0, 2.0])  # alive: a dead leaf's graph goes to the workers
+        loss = chain(x, ops)
+        slices(loss, tag)
+        await ag.backward(loss)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, "X", 8)
+        await until(lambda: slices.log.count("X") >= 1)
+        tg.start_soon(run, "A", 2)
+        await until(lambda: engine.stats().running_graph_tasks >= 2)
+        seen.append(engine.stats().per_worker["loop"])
+    assert (seen[0].waiting, seen[0].running) == (1, 1)
+    loop = engine.stats().per_worker["loop"]
+    assert (loop.waiting, loop.running) == (0, 0)
+    assert loop.passes == min((before.passes if before else 0) + 2, 1024)
+    assert set(loop.queue_wait) == set(loop.run_time) == {"p50", "p90", "p99", "max"}
+    assert 0 < loop.run_time["max"]

@@ -30,7 +30,8 @@ set_switch_interval = _executors.set_switch_interval
 def stats() -> _engine.EngineStats:
     """A snapshot: queued tasks per worker, running and completed GraphTasks, threads;
     ``per_worker``: GraphTasks waiting and running on each device worker, and the
-    queue wait and run time percentiles of its recent finished passes."""
+    queue wait and run time percentiles of its recent finished passes; ``"loop"``:
+    the same for the passes run on event-loop threads."""
     return _engine.get_engine().stats()
 
 

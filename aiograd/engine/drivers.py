@@ -83,7 +83,9 @@ Note [Inline passes take turns]
     made one loop pass run them all: on the service benchmark (64 requests,
     forward on the loop) heartbeat lag up to 187 ms.
     ``InlineTurns`` is per loop (an ``anyio`` RunVar) and touched only on
-    its thread.
+    its thread. ``stats().per_worker["loop"]`` reports these passes, of every
+    loop together: waiting for their first turn, running, and the queue wait
+    and run time of the latest finished ones.
 
 """
 
@@ -301,6 +303,8 @@ class Drivers:
     inline_max_nodes: int
     inline_max_elements: int
     no_deadline_horizon: float
+    #: (queue wait, run time) of the latest finished passes run on event loops
+    inline_finished: deque[tuple[float, float]]
 
     # The methods of Engine and of its other sides (evaluate.py, executors.py) this side
     # calls, for the type checker only (at run time, Engine finds the real ones).
@@ -382,6 +386,7 @@ class Drivers:
         gt.single_thread = True
         queue = ReadyQueue("inline")
         queue.yields = True
+        queue.finished = self.inline_finished  # for stats(): Note [Inline passes take turns]
         self._start(gt, queue, context, _scope_due(gt))
         heap: list[Any] = []
         self._submit_root(gt, queue, heap)
