@@ -45,9 +45,10 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 COLLECT_SECONDS = 0.002
+T = TypeVar("T")
 
 
 class LoopSignal:
@@ -236,6 +237,37 @@ class LocalEvent:
     def clear(self) -> None:
         self.is_set = False
         self._waiter = None
+
+
+class LoopLocal(Generic[T]):
+    """A value per running event loop, made by ``factory`` on first use there (what
+    anyio's ``RunVar`` does, without its backend lookup: this is read once per pass).
+    Read it on the loop's thread; a finished loop's value is freed with the loop."""
+
+    def __init__(self, name: str, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._asyncio: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = (
+            weakref.WeakKeyDictionary())
+        self._trio: Any = None
+        self._name = name
+
+    def get(self) -> T:
+        loop = asyncio._get_running_loop()
+        if loop is not None:
+            value = self._asyncio.get(loop)
+            if value is None:
+                value = self._asyncio[loop] = self._factory()
+            return value
+        import trio
+
+        if self._trio is None:
+            self._trio = trio.lowlevel.RunVar(self._name)
+        try:
+            return self._trio.get()
+        except LookupError:
+            value = self._factory()
+            self._trio.set(value)
+            return value
 
 
 def call_soon(callback: Callable[[], None]) -> None:

@@ -82,7 +82,7 @@ Note [Inline passes take turns]
     the number of passes. Running every pass in its caller's step instead
     made one loop pass run them all: on the service benchmark (64 requests,
     forward on the loop) heartbeat lag up to 187 ms.
-    ``InlineTurns`` is per loop (an ``anyio`` RunVar) and touched only on
+    ``InlineTurns`` is per loop (``LoopLocal``) and touched only on
     its thread. ``stats().per_worker["loop"]`` reports these passes, of every
     loop together: waiting for their first turn, running, and the queue wait
     and run time of the latest finished ones.
@@ -101,7 +101,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -109,7 +109,7 @@ from ..devices import CPU
 from ..grad_mode import _anomaly, _grad_enabled
 from ..graph._node import AccumulateGrad, GraphRoot, Node
 from . import _observe
-from ._bridge import LocalEvent, LoopSignal, call_soon, running_loop_library
+from ._bridge import LocalEvent, LoopLocal, LoopSignal, call_soon, running_loop_library
 from .executors import _route_worker_warnings, _tls, has_queued_work, replay_warnings
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .input_buffer import stash_current_streams, sync_leaf_streams
@@ -193,11 +193,12 @@ class InlineTurns:
         #: [key, ticket, signal or None once its waiter left]
         self._waiting: list[list[Any]] = []
 
-    async def acquire(self, key: int, signal: LocalEvent) -> None:
-        """Return when it is ``signal``'s pass's turn (``key``: its ReadyQueue key base)."""
+    async def acquire(self, key: int, signal: LocalEvent) -> bool:
+        """Return when it is ``signal``'s pass's turn (``key``: its ReadyQueue key base):
+        True if it waited for it (the loop ran meanwhile), False if it had it at once."""
         if self.holder is None:
             self.holder = signal
-            return
+            return False
         entry = [key, next(_ticket), signal]
         _heappush(self._waiting, entry)
         try:
@@ -210,6 +211,7 @@ class InlineTurns:
             else:
                 entry[2] = None
             raise
+        return True
 
     def release(self, signal: LocalEvent, key: int, more: bool) -> bool:
         """The holder's slice ended. True if its pass (``more``: it has nodes ready) keeps
@@ -244,17 +246,8 @@ class InlineTurns:
 
 
 _FREEING = object()
-_inline_turns: anyio.lowlevel.RunVar[InlineTurns] = anyio.lowlevel.RunVar("aiograd_inline_turns")
-
-
-def inline_turns() -> InlineTurns:
-    """The turns of this loop thread's passes (made on first use)."""
-    try:
-        return _inline_turns.get()
-    except LookupError:
-        turns = InlineTurns()
-        _inline_turns.set(turns)
-        return turns
+#: the turns of each loop thread's passes
+inline_turns = LoopLocal("aiograd_inline_turns", InlineTurns).get
 
 
 class _InlinePort:
@@ -393,6 +386,7 @@ class Drivers:
         turns = inline_turns()
         signal: LocalEvent | None = None
         holding = False  # this pass has the turn (Note [Inline passes take turns])
+        waited = False  # it waited for a turn: the caller's await was a checkpoint
         try:
             while not gt.finished:
                 await _end_if_expired_by_scope(gt)
@@ -400,7 +394,7 @@ class Drivers:
                     if signal is None:
                         signal = LocalEvent()
                     if not holding:
-                        await turns.acquire(gt.key_base, signal)
+                        waited |= await turns.acquire(gt.key_base, signal)
                         holding = True
                     if len(queue):  # the leftovers of its last slice: the same order
                         heap.extend(queue.drain())
@@ -414,6 +408,8 @@ class Drivers:
                         tg.start_soon(port.jobs.popleft())
                 else:  # pragma: no cover - would be an engine bug
                     raise RuntimeError("aiograd: inline graph task stalled")
+                if waited and cast(bool, gt.finished):  # (the slice may have set it)
+                    break  # no loop pass more: the loop ran while it waited
                 await anyio.lowlevel.checkpoint()
             await _end_if_expired_by_scope(gt)  # its last slice found it expired
         except BaseException:
