@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+import test_scheduling_soak as soak_mod
 
 import aiograd as ag
 from aiograd.engine import engine as _engine
@@ -235,3 +236,58 @@ async def test_stats_report_the_passes_run_on_the_loop(one_node_slices, slices):
     assert loop.passes == min((before.passes if before else 0) + 2, 1024)
     assert set(loop.queue_wait) == set(loop.run_time) == {"p50", "p90", "p99", "max"}
     assert 0 < loop.run_time["max"]
+
+
+class InlineLoad(soak_mod.Load):
+    """The scheduling soak's mix with graphs small enough to run on the loop (no custom
+    Function): every pass takes turns there (and ``raising`` expires instead)."""
+
+    async def mlp(self, x, w1, w2) -> None:
+        w1.grad = w2.grad = None
+        await ag.backward(((x @ w1).relu() @ w2).sum())
+        if w1.grad is None or w2.grad is None:
+            self.wrong.append("mlp: no .grad")
+
+    async def chain(self, x, w1, w2) -> None:
+        leaf = ag.tensor(np.ones(3), requires_grad=True)
+        y = leaf
+        for _ in range(20):
+            y = y * 2.0 * 0.5
+        await ag.backward(y.sum())
+        if not np.array_equal(leaf.grad.numpy(), np.ones(3)):
+            self.wrong.append("chain: wrong gradient")
+
+    async def raising(self, x, w1, w2) -> None:
+        try:
+            await ag.backward(((x @ w1).relu() @ w2).sum(), deadline=time.monotonic() - 1.0)
+        except TimeoutError:
+            return
+        self.wrong.append("expired: no TimeoutError")
+
+    async def cancel(self, x, w1, w2) -> None:
+        with anyio.CancelScope() as scope:
+            loss = ((x @ w1).relu() @ w2).sum()
+            scope.cancel()  # while it waits for its turn, or after its slice
+            await ag.backward(loss)
+        if not scope.cancelled_caught:
+            self.wrong.append("cancel: not cancelled")
+
+    async def grad(self, x, w1, w2) -> None:
+        loss = ((x @ w1).relu() @ w2).sum()
+        (first,) = await ag.grad(loss, [w1], retain_graph=True)
+        (second,) = await ag.grad(loss, [w1])
+        if not np.array_equal(first.numpy(), second.numpy()):
+            self.wrong.append("grad: retained graph gave another gradient")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_inline_soak_short(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 clients' passes all on the loop for 3 s: each finishes within the soak's
+    bound; threads, GraphTasks, tensors, nodes and the turns come back to where they were."""
+    monkeypatch.setattr(soak_mod, "Load", InlineLoad)
+    engine = _engine.get_engine()
+    before = engine.stats().per_worker.get("loop")
+    soak_mod.soak(3.0, backend)
+    loop = engine.stats().per_worker["loop"]
+    assert loop.passes > (before.passes if before else 0) or loop.passes == 1024
