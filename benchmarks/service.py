@@ -51,8 +51,10 @@ Reported per implementation: throughput (requests over the seconds of all its
 rounds), the per-round throughputs, heartbeat lag p50 / p99 / max over all its
 rounds, request latency p50 / p99 / max, the spread of requests completed per
 client (``per_client_min``/``max``: a starved client completes few), and per
-request the loop thread's CPU time and the heartbeats it served (a loop that keeps
-its heartbeat on time runs more of them per request than one its requests starve).
+request the loop thread's CPU time, the whole process's CPU time (every thread:
+less machine-load dependent than throughput), and the heartbeats it served (a loop
+that keeps its heartbeat on time runs more of them per request than one its
+requests starve).
 An ``idle`` line gives the heartbeat lag of the same loop with nothing else running
 (the timer floor). Throughput ratios are the median of the per-round ratios
 (``_common.round_ratio``); the ratio of the totals is printed too.
@@ -149,6 +151,7 @@ class Served(NamedTuple):
     seconds: float
     lags: list[float]  # of the heartbeat, in seconds
     loop_cpu: float  # CPU seconds of the loop's thread
+    process_cpu: float  # CPU seconds of the whole process (every thread)
     latencies: list[float]  # of every request, in seconds
     per_client: list[int]  # requests served by each of the CONCURRENCY clients
     deadline_latencies: list[float]  # of the requests made under a deadline
@@ -170,6 +173,7 @@ async def serve(handle, total: int, budget_s: float = 1e9) -> Served:
     done = 0
     t0 = perf_counter()
     cpu0 = time.thread_time()
+    process0 = time.process_time()
     deadline = t0 + budget_s
 
     latencies: list[float] = []
@@ -196,10 +200,11 @@ async def serve(handle, total: int, budget_s: float = 1e9) -> Served:
     await asyncio.gather(*(worker(s) for s in range(CONCURRENCY)))
     elapsed = perf_counter() - t0
     loop_cpu = time.thread_time() - cpu0
+    process_cpu = time.process_time() - process0
     stop.set()
     await hb
-    return Served(done, elapsed, lags, loop_cpu, latencies, per_client, deadline_latencies,
-                  missed)
+    return Served(done, elapsed, lags, loop_cpu, process_cpu, latencies, per_client,
+                  deadline_latencies, missed)
 
 
 def lag_stats(lags: list[float]) -> dict[str, float]:
@@ -298,6 +303,7 @@ async def run_all() -> dict[str, dict]:
         done = sum(rnd.done for rnd in rounds[name])
         elapsed = sum(rnd.seconds for rnd in rounds[name])
         loop_cpu = sum(rnd.loop_cpu for rnd in rounds[name])
+        process_cpu = sum(rnd.process_cpu for rnd in rounds[name])
         stats = lag_stats([lag for rnd in rounds[name] for lag in rnd.lags])
         per_round = [rnd.done / rnd.seconds for rnd in rounds[name]]
         latency = latency_stats([x for rnd in rounds[name] for x in rnd.latencies])
@@ -316,6 +322,7 @@ async def run_all() -> dict[str, dict]:
              per_round=[round(t, 1) for t in per_round], concurrency=CONCURRENCY, **stats,
              **latency, per_client_min=min(clients), per_client_max=max(clients), **extra,
              loop_cpu_us_per_request=round(loop_cpu / done * 1e6, 1),
+             process_cpu_us_per_request=round(process_cpu / done * 1e6, 1),
              heartbeats_per_request=round(stats["heartbeats"] / done, 2))
     return results
 
