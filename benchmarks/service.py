@@ -56,7 +56,10 @@ less machine-load dependent than throughput), and the heartbeats it served (a lo
 that keeps its heartbeat on time runs more of them per request than one its
 requests starve).
 An ``idle`` line gives the heartbeat lag of the same loop with nothing else running
-(the timer floor). Throughput ratios are the median of the per-round ratios
+(the timer floor). ``settled_lag_p99_ms``/``max``: the lag of the heartbeats that
+went to sleep after every client had its first response (a diagnostic: at the start
+of a round all 64 clients are ready at once, and with the forward on the loop one
+loop pass runs all 64 forwards). Throughput ratios are the median of the per-round ratios
 (``_common.round_ratio``); the ratio of the totals is printed too.
 
 ``--scenario issue21`` runs only the implementations of issue 21's targets, in
@@ -68,6 +71,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import os
 import sys
 import time
@@ -137,11 +141,15 @@ def percentile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[k]
 
 
-async def heartbeat(lags: list[float], stop: asyncio.Event) -> None:
+async def heartbeat(lags: list[float], stop: asyncio.Event,
+                    slept: list[float] | None = None) -> None:
+    """Append each wake's lag to ``lags`` (and when it went to sleep to ``slept``)."""
     while not stop.is_set():
-        scheduled = perf_counter() + HEARTBEAT_S
+        start = perf_counter()
         await asyncio.sleep(HEARTBEAT_S)
-        lags.append(perf_counter() - scheduled)
+        lags.append(perf_counter() - start - HEARTBEAT_S)
+        if slept is not None:
+            slept.append(start)
 
 
 class Served(NamedTuple):
@@ -150,6 +158,7 @@ class Served(NamedTuple):
     done: int  # requests served
     seconds: float
     lags: list[float]  # of the heartbeat, in seconds
+    settled_lags: list[float]  # of heartbeats that slept after every client had a response
     loop_cpu: float  # CPU seconds of the loop's thread
     process_cpu: float  # CPU seconds of the whole process (every thread)
     latencies: list[float]  # of every request, in seconds
@@ -165,10 +174,14 @@ async def serve(handle, total: int, budget_s: float = 1e9) -> Served:
     implementation then serves fewer).
     """
     lags: list[float] = []
+    slept: list[float] = []
     stop = asyncio.Event()
-    hb = asyncio.create_task(heartbeat(lags, stop))
+    hb = asyncio.create_task(heartbeat(lags, stop, slept))
     await asyncio.sleep(0.01)  # the heartbeat is running before the first request
     lags.clear()
+    slept.clear()
+    settled_at = math.inf  # when the last client got its first response
+    answered = 0
     counter = iter(range(total))
     done = 0
     t0 = perf_counter()
@@ -182,7 +195,7 @@ async def serve(handle, total: int, budget_s: float = 1e9) -> Served:
     missed = 0
 
     async def worker(slot: int) -> None:
-        nonlocal done, missed
+        nonlocal done, missed, settled_at, answered
         for _ in counter:
             if perf_counter() > deadline:
                 break
@@ -194,6 +207,10 @@ async def serve(handle, total: int, budget_s: float = 1e9) -> Served:
                 deadline_latencies.append(latency)
                 missed += outcome == "miss"
             per_client[slot] += 1
+            if per_client[slot] == 1:
+                answered += 1
+                if answered == CONCURRENCY:
+                    settled_at = perf_counter()
             done += 1
             await asyncio.sleep(0)
 
@@ -203,7 +220,8 @@ async def serve(handle, total: int, budget_s: float = 1e9) -> Served:
     process_cpu = time.process_time() - process0
     stop.set()
     await hb
-    return Served(done, elapsed, lags, loop_cpu, process_cpu, latencies, per_client,
+    settled = [lag for lag, start in zip(lags, slept) if start >= settled_at]
+    return Served(done, elapsed, lags, settled, loop_cpu, process_cpu, latencies, per_client,
                   deadline_latencies, missed)
 
 
@@ -305,6 +323,7 @@ async def run_all() -> dict[str, dict]:
         loop_cpu = sum(rnd.loop_cpu for rnd in rounds[name])
         process_cpu = sum(rnd.process_cpu for rnd in rounds[name])
         stats = lag_stats([lag for rnd in rounds[name] for lag in rnd.lags])
+        settled = lag_stats([lag for rnd in rounds[name] for lag in rnd.settled_lags])
         per_round = [rnd.done / rnd.seconds for rnd in rounds[name]]
         latency = latency_stats([x for rnd in rounds[name] for x in rnd.latencies])
         clients = [sum(rnd.per_client[c] for rnd in rounds[name]) for c in range(CONCURRENCY)]
@@ -321,6 +340,7 @@ async def run_all() -> dict[str, dict]:
              unit="requests/s", seconds=round(elapsed, 3), requests=done,
              per_round=[round(t, 1) for t in per_round], concurrency=CONCURRENCY, **stats,
              **latency, per_client_min=min(clients), per_client_max=max(clients), **extra,
+             settled_lag_p99_ms=settled["lag_p99_ms"], settled_lag_max_ms=settled["lag_max_ms"],
              loop_cpu_us_per_request=round(loop_cpu / done * 1e6, 1),
              process_cpu_us_per_request=round(process_cpu / done * 1e6, 1),
              heartbeats_per_request=round(stats["heartbeats"] / done, 2))
