@@ -217,7 +217,7 @@ def _make_task(
     grads = _make_grads(outputs, _grad_seq(grad_tensors, len(outputs), names[1]),
                         create_graph, names[1])
     keep_graph = create_graph if retain_graph is None else retain_graph
-    root_edges: list[_Edge | None] = []
+    root_edges: list[_Edge] = []
     for i, out in enumerate(outputs):
         edge = gradient_edge(out)
         if edge is None:
@@ -235,7 +235,7 @@ def _make_task(
     if not plain_grads(edges, grads):  # else there is nothing to check or fix
         grads = validate_outputs(GraphRoot(edges, grads), grads)
     if len(edges) == 1:
-        node, input_nr = edges[0]  # type: ignore[misc]
+        node, input_nr = edges[0]
         buffer: list[Any] = [None] * len(node.input_metadata)
         # The root gradient was made on the caller's current stream: See Note
         # [Streaming backwards].
@@ -250,7 +250,7 @@ def _make_task(
         depth=0 if parent is None else parent.depth + 1,
         root_node=root_node,
         root_inputs=buffer,
-        roots=[e[0] for e in root_edges if e is not None],
+        roots=[e[0] for e in root_edges],
         outputs=output_edges,
         accumulate_grad=accumulate_grad,
         parent=parent,
@@ -311,7 +311,7 @@ def backward(
     if running_loop_library() is None:
         _blocking_backward("backward", *args, deadline)
         return Finished(None)
-    return track(_backward_async, "backward()", *args,  # type: ignore[no-any-return]
+    return track(_backward_async, "backward()", *args,
                  deadline)
 
 
@@ -430,7 +430,7 @@ def grad(
             materialize_grads)
     if running_loop_library() is None:
         return FinishedGrads(_blocking_grad("grad", *args, deadline))
-    return track(_grad_async, "grad()", *args, deadline)  # type: ignore[no-any-return]
+    return track(_grad_async, "grad()", *args, deadline)
 
 
 async def _grad_async(

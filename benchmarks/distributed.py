@@ -1,14 +1,18 @@
 """Distributed RPC and autograd on 2 local processes: aiograd (grpc.aio) vs torch.distributed.rpc.
 
-    PYTHONPATH=. python benchmarks/distributed.py [--rounds N]
+    PYTHONPATH=. python benchmarks/distributed.py [--rounds N] [--repeat R]
 
-Starts 2 aiograd workers (through the launcher), then 2 torch workers where the
-installed torch has ``torch.distributed.rpc``; rank 0 of each prints JSON lines:
+Starts 2 aiograd workers (through the launcher, so one BLAS thread each: Note
+[One BLAS thread per worker]), then 2 torch workers where the installed torch
+has ``torch.distributed.rpc``, and does so R times (default 3), alternating, so
+that both see the same drift in the machine's load; rank 0 of each prints JSON lines:
 - ``rpc``: round-trip latency of one RPC (one hop each way) with a small tensor, p50/p99 ms;
 - ``throughput``: a 100 MB tensor sent and returned, GB/s counting both directions;
 - ``backward``: a 2-stage pipeline (stage 2 on the other worker), forward + distributed
   backward, against the same model forward + backward in one process (ms, median).
-Targets (issue 23): p50 <= 1.5 ms; >= 1 GB/s; no hop > 2x PyTorch's.
+Targets (issue 23): p50 <= 1.5 ms; >= 1 GB/s; no hop > 2x PyTorch's. A last
+``ratios`` line gives, over the R rounds, the median of each figure, the median of
+the per-round ratios aiograd / torch (p50 latency, throughput) and the targets met.
 Timings on a shared machine are noisy: compare medians from interleaved runs.
 """
 from __future__ import annotations
@@ -32,7 +36,12 @@ D = 256
 
 
 def emit(**fields: Any) -> None:
-    print(json.dumps(fields), flush=True)
+    line = json.dumps(fields)
+    print(line, flush=True)
+    out = os.environ.get("AIOGRAD_BENCH_OUT")
+    if out:  # the parent collects the workers' lines for the ratios line
+        with open(out, "a") as f:
+            f.write(line + "\n")
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -184,25 +193,66 @@ def torch_worker(rounds: int) -> None:
     rpc.shutdown()
 
 
+def _ratios(lines: list[dict[str, Any]], repeat: int) -> None:
+    """The ``ratios`` line: medians over the rounds and of the per-round ratios."""
+    def series(bench: str, impl: str, key: str) -> list[float]:
+        return [ln[key] for ln in lines if ln.get("bench") == bench and ln.get("impl") == impl
+                and key in ln]
+
+    med = {f"{impl}_{name}": statistics.median(xs) for impl in ("aiograd", "torch")
+           for name, xs in (("p50_ms", series("rpc", impl, "p50_ms")),
+                            ("gb_per_s", series("throughput", impl, "gb_per_s")),
+                            ("backward_ms", series("backward", impl, "distributed_ms")),
+                            ("one_process_ms", series("backward", impl, "one_process_ms")))
+           if xs}
+    fields: dict[str, Any] = {k: round(v, 3) for k, v in med.items()}
+    a_lat, t_lat = series("rpc", "aiograd", "p50_ms"), series("rpc", "torch", "p50_ms")
+    a_gb, t_gb = series("throughput", "aiograd", "gb_per_s"), series("throughput", "torch",
+                                                                      "gb_per_s")
+    targets = {"p50_le_1.5ms": med["aiograd_p50_ms"] <= 1.5,
+               "throughput_ge_1GBps": med["aiograd_gb_per_s"] >= 1.0}
+    if len(t_lat) == len(a_lat):
+        ratio = statistics.median(a / t for a, t in zip(a_lat, t_lat))
+        fields["p50_ratio_aiograd_torch"] = round(ratio, 3)
+        fields["throughput_ratio_aiograd_torch"] = round(
+            statistics.median(a / t for a, t in zip(a_gb, t_gb)), 3)
+        targets["p50_le_2x_torch"] = ratio <= 2.0
+    emit(bench="ratios", rounds=repeat, **fields, aiograd_p50_ms_all=a_lat,
+         aiograd_gb_per_s_all=a_gb, torch_p50_ms_all=t_lat, torch_gb_per_s_all=t_gb,
+         targets_met=targets, loadavg=list(os.getloadavg()))
+
+
 def main() -> int:
     args = sys.argv[1:]
     rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 20
+    repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 3
     if "--worker" in args:
         {"aiograd": aiograd_worker, "torch": torch_worker}[args[args.index("--worker") + 1]](rounds)
         return 0
+    import tempfile
+
     from aiograd.distributed.launch import launch
-    emit(bench="env", loadavg=list(os.getloadavg()), note="shared machine: timings are noisy")
-    status = launch(2, [__file__, "--worker", "aiograd", "--rounds", str(rounds)])
+    emit(bench="env", loadavg=list(os.getloadavg()), cpus=os.cpu_count(),
+         OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1 (set by the launcher)"),
+         note="shared machine: timings are noisy")
     try:
         import torch.distributed.rpc as trpc
         has_torch = trpc.is_available()
     except ImportError:
         has_torch = False
-    if has_torch:
-        status = status or launch(2, [__file__, "--worker", "torch", "--rounds", str(rounds)])
-    else:
+    if not has_torch:
         emit(bench="rpc", impl="torch", skipped="torch.distributed.rpc is not available")
-    return status
+    impls = ["aiograd", "torch"] if has_torch else ["aiograd"]
+    with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as out:
+        os.environ["AIOGRAD_BENCH_OUT"] = out.name
+        for _ in range(repeat):
+            for impl in impls:
+                status = launch(2, [__file__, "--worker", impl, "--rounds", str(rounds)])
+                if status:
+                    return status
+        del os.environ["AIOGRAD_BENCH_OUT"]
+        _ratios([json.loads(ln) for ln in out], repeat)
+    return 0
 
 
 if __name__ == "__main__":

@@ -47,3 +47,35 @@ def test_launcher_sets_the_environment_and_forwards_failure(tmp_path: Path) -> N
     assert (rank, world, addr) == ("1", "2", "127.0.0.1")
     assert int(port) > 0 and len(secret) == 32
     assert "worker 1 exited with status 3" in proc.stderr
+
+
+@pytest.mark.parametrize("preset", [None, "2"])
+def test_launcher_gives_each_worker_one_blas_thread(tmp_path: Path, preset: str | None) -> None:
+    """Note [One BLAS thread per worker]: N workers each get OMP_NUM_THREADS=1 (so
+    NumPy's OpenBLAS pool has one thread) unless the variable is already set."""
+    pytest.importorskip("threadpoolctl")  # the workers ask it for NumPy's BLAS pool
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import os, numpy, threadpoolctl\n"
+        "blas = [p['num_threads'] for p in threadpoolctl.threadpool_info()"
+        " if p['user_api'] == 'blas']\n"
+        f"path = {str(tmp_path)!r} + '/rank' + os.environ['RANK']\n"
+        "open(path, 'w').write(os.environ.get('OMP_NUM_THREADS', '-') + ' ' + str(blas[0]))\n")
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    env["PYTHONPATH"] = path
+    if preset is not None:
+        env["OMP_NUM_THREADS"] = preset
+    for nproc in (1, 2):
+        proc = subprocess.run([sys.executable, "-m", "aiograd.distributed.launch", "--nproc",
+                               str(nproc), str(script)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=80)
+        assert proc.returncode == 0, proc.stderr
+        omp, blas = (tmp_path / "rank0").read_text().split(" ")
+        if preset is not None:
+            assert omp == preset
+        elif nproc == 1:  # one worker: the libraries' own choice
+            assert omp == "-"
+        else:
+            assert (omp, blas) == ("1", "1")

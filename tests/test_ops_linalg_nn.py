@@ -80,6 +80,34 @@ def test_matmul_saves_only_the_operand_the_other_gradient_needs():
     np.testing.assert_allclose(gw.numpy(), x.numpy().T @ np.ones((4, 2)))
 
 
+def _packed_by_matmul(lib, a_shape, b_shape, bmm):
+    """The tensors (shape and sum) pack hooks see, in order, for ``a @ b`` (or ``bmm``)
+    with both, then each one alone, requiring grad."""
+    packed = []
+
+    def pack(t):
+        packed.append((tuple(t.shape), round(float(t.detach().numpy().sum()), 9)))
+        return t
+
+    hooks = ag.graph.saved_tensors_hooks if lib is ag else lib.autograd.graph.saved_tensors_hooks
+    for grads in ((True, True), (True, False), (False, True)):
+        a, b = (lib.tensor(arr(s, i), requires_grad=r) for i, (s, r) in
+                enumerate(zip((a_shape, b_shape), grads)))
+        with hooks(pack, lambda t: t):
+            lib.bmm(a, b) if bmm else a @ b
+        packed.append("|")
+    return packed
+
+
+@pytest.mark.parametrize("a_shape, b_shape, bmm", [
+    ((3,), (3,), False), ((2, 3), (3,), False), ((2, 3), (3, 4), False),
+    ((2, 2, 3), (2, 3, 4), False), ((2, 2, 3), (2, 3, 4), True)], ids=str)
+def test_matmul_packs_saved_tensors_in_torchs_order(a_shape, b_shape, bmm):
+    torch = pytest.importorskip("torch")
+    assert (_packed_by_matmul(ag, a_shape, b_shape, bmm)
+            == _packed_by_matmul(torch, a_shape, b_shape, bmm))
+
+
 def test_array_at_tensor_uses_rmatmul():
     w = leaf(arr((3, 2), 1))
     x = arr((4, 3))

@@ -22,7 +22,6 @@ import numpy
 
 from .. import _defaults
 from .._tensor import Tensor, checked_fill, scalar_type_name
-from ..graph._node import Node
 from . import _dual
 from ._promote import result_type
 from ._record import (
@@ -31,7 +30,6 @@ from ._record import (
     edges_with_number,
     plain,
     record,
-    save,
     scalar_or_tensor,
     tensor_arg,
 )
@@ -355,75 +353,50 @@ def _pow_grad(g: Any, a: Any, e: int | float) -> Any:
     return g * (e * _power(a, e - 1))
 
 
-class PowBackward0(Node):
+def _pow_number_grad(g: Any, a: Any, e: int | float) -> Any:
     """``tensor ** number``: ``g * (e * a ** (e - 1))``, and zeros (whatever ``g``) when
     ``e == 0``, as PyTorch's ``pow_backward``."""
-
-    __slots__ = ("self_", "exponent")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        e = self.exponent
-        if e == 0:
-            return (_dual.zeros_of(g),)
-        a = self.self_.unpack(self, create_graph)
-        if _whole(e, 1):
-            return (_pow_grad(g, a, e),)
-        return (_dual.quietly(_pow_grad, g, a, e),)  # 0 ** -0.5, (-1) ** -0.5
-
-    def release_variables(self) -> None:
-        self.self_.release()
+    if e == 0:
+        return _dual.zeros_of(g)
+    if _whole(e, 1):
+        return _pow_grad(g, a, e)
+    return _dual.quietly(_pow_grad, g, a, e)  # 0 ** -0.5, (-1) ** -0.5
 
 
-class PowBackward1(Node):
-    """``tensor ** tensor``: d/da = e a^(e-1) (0 where e == 0), d/de = a^e log a (0 where
-    a == 0 and e >= 0), as PyTorch's ``pow_backward_self``/``pow_backward_exponent``
-    (``g * where(mask, 0, ...)``: a NaN ``g`` stays NaN, as there)."""
-
-    __slots__ = ("self_", "exponent", "result")
-
-    @numpy.errstate(all="ignore")  # 0 ** -1, log(0). See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        a = self.self_.unpack(self, create_graph)
-        e = self.exponent.unpack(self, create_graph)
-        ga = ge = None
-        if edges[0] is not None:
-            ga = _dual.where(_dual.raw(e) == 0, 0.0, _pow_grad(g, a, e))
-        if edges[1] is not None:
-            out = self.result.unpack(self, create_graph)
-            mask = (_dual.raw(a) == 0) & (_dual.raw(e) >= 0)
-            if a.dtype != out.dtype:  # log of a narrower base at the result's precision
-                a = a.to(out.dtype) if type(a) is Tensor else a.astype(out.dtype)
-            ge = g * _dual.where(mask, 0.0, out * _dual.log(a))
-        return (ga, ge)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.exponent.release()
-        self.result.release()
+@numpy.errstate(all="ignore")  # 0 ** -1. See Note [Silent singular points].
+def _pow_self_grad(g: Any, e: Any, a: Any, result: Any) -> Any:
+    """d/da = e a^(e-1), 0 where e == 0 (PyTorch's ``pow_backward_self``)."""
+    return _dual.where(_dual.raw(e) == 0, 0.0, _pow_grad(g, a, e))
 
 
-class RpowBackward(Node):
+@numpy.errstate(all="ignore")  # log(0). See Note [Silent singular points].
+def _pow_exponent_grad(g: Any, e: Any, a: Any, result: Any) -> Any:
+    """d/de = a^e log a, 0 where a == 0 and e >= 0 (PyTorch's ``pow_backward_exponent``:
+    ``g * where(mask, 0, ...)``, so a NaN ``g`` stays NaN)."""
+    mask = (_dual.raw(a) == 0) & (_dual.raw(e) >= 0)
+    if a.dtype != result.dtype:  # log of a narrower base at the result's precision
+        a = a.to(result.dtype) if type(a) is Tensor else a.astype(result.dtype)
+    return g * _dual.where(mask, 0.0, result * _dual.log(a))
+
+
+def _pow_base_grad(g: Any, exponent: Any, result: Any, base: int | float) -> Any:
     """``number ** tensor``: d/de = b^e log b (NaN for b < 0; for b == 0: 0 where e >= 0,
-    that is where ``|0 ** e| <= 1``, and ``0 ** e * -inf`` elsewhere), as PyTorch."""
+    that is where ``|0 ** e| <= 1``, and ``0 ** e * -inf`` elsewhere), as PyTorch. The
+    exponent is saved as PyTorch saves it (pack hooks see it), though the formula reads
+    only the result."""
+    if base == 0:
+        return _dual.quietly(_zero_base_grad, g, result)
+    return g * (result * (math.log(base) if base > 0 else math.nan))
 
-    __slots__ = ("base", "result")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        out = self.result.unpack(self, create_graph)
-        b = self.base
-        if b == 0:
-            return (_dual.quietly(_zero_base_grad, g, out),)
-        return (g * (out * (math.log(b) if b > 0 else math.nan)),)
-
-    def release_variables(self) -> None:
-        self.result.release()
-
-    def name(self) -> str:
-        return "PowBackward2"
+PowBackward0 = Rule("PowBackward0", _pow_number_grad, saves=("self_",), keeps=("exponent",),
+                    doc="``tensor ** number``: see ``_pow_number_grad``.")
+PowBackward1 = Rule("PowBackward1", _pow_self_grad, _pow_exponent_grad,
+                    saves=("exponent", "self_", "result"),  # PyTorch's order of saving
+                    doc="``tensor ** tensor``: see ``_pow_self_grad``, ``_pow_exponent_grad``.")
+PowBackward2 = Rule("PowBackward2", _pow_base_grad, saves=("exponent", "result"),
+                    keeps=("base",),
+                    doc="``number ** tensor``: see ``_pow_base_grad``.")
 
 
 def _zero_base_grad(g: Any, out: Any) -> Any:
@@ -477,15 +450,7 @@ def pow(a: Any, e: Any) -> Tensor:  # noqa: A001
             data = _tensor_power(x, y)
         except ValueError:
             raise broadcast_error(a.shape, e.shape) from None
-        edges = edges_of(a, e)
-        if edges is None:
-            return plain(data, dev)
-        node = PowBackward1(edges)
-        node.exponent = save(e)  # PyTorch's order of saving (pack hooks see it)
-        node.self_ = save(a)
-        out = record(node, data, dev)
-        node.result = save(out, is_output=True)
-        return out
+        return PowBackward1.record((a, e), data, dev, (e, a))
     x = _with_number(a.data, e)
     if x.dtype.kind == "b" and type(e) is int:  # PyTorch: a bool tensor to an int is int64
         x = x.astype(numpy.int64)
@@ -493,13 +458,7 @@ def pow(a: Any, e: Any) -> Tensor:  # noqa: A001
         data = x.copy() if e else a.device.xp.ones_like(x)
     else:
         data = x ** e if _whole(e, 0) else _number_power(x, e)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = PowBackward0(edges)
-    node.self_ = save(a)
-    node.exponent = e
-    return record(node, data, a.device)
+    return PowBackward0.record((a,), data, a.device, (a,), (e,))
 
 
 def rpow(a: Tensor, b: Any) -> Tensor:
@@ -516,14 +475,7 @@ def rpow(a: Tensor, b: Any) -> Tensor:
         data = b ** x
     else:
         data = _dual.quietly(operator.pow, b, x)  # 0 ** -1, (-1) ** 0.5
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = RpowBackward(edges)
-    node.base = b
-    out = record(node, data, a.device)
-    node.result = save(out, is_output=True)
-    return out
+    return PowBackward2.record((a,), data, a.device, (a,), (b,))
 
 
 # ---- comparisons and logical ops (no gradient) ----

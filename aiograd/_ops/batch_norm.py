@@ -23,13 +23,15 @@ import numpy
 
 from .._tensor import Tensor, scalar_type_name
 from ..grad_mode import no_grad
-from ..graph._node import Node
+from ..graph._saved import SavedTensor
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+from ._record import check_same_device, edges_of, plain, record, tensor_arg
+from ._rule import Rule, RuleNode
 from .inplace import clone
 from .nn_extra import norm_input_grad, norm_stats
 
 __all__ = ["batch_norm", "group_norm", "instance_norm"]
+
 
 def _channel_dims(ndim: int) -> tuple[int, ...]:
     """Every dim but the channel dim 1: those the statistics reduce."""
@@ -41,53 +43,87 @@ def _per_channel(x: Any, ndim: int) -> Any:
     return _dual.reshape(x, (1, -1) + (1,) * (ndim - 2))
 
 
-class NativeBatchNormBackward0(Node):
+# ---- trickier grads: batch norm and group norm (three gradients share xhat and rstd) ----
+
+def _batch_norm_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+                     saved_input: SavedTensor, saved_weight: SavedTensor | None, xhat: Any,
+                     rstd: Any, mean: Any, training: bool, eps: float) -> Any:
     """With ``xhat`` the normalized input, ``gh = g * weight`` and means over the batch and
     spatial dims: in training d input = rstd (gh - mean(gh) - xhat mean(gh xhat)), in
     evaluation d input = gh rstd; d weight = sum of g xhat and d bias = sum of g over them.
 
-    Saves the input, and ``xhat`` and ``rstd`` as arrays for the plain backward; with
-    ``create_graph`` they are recomputed from the input (in evaluation from the saved
-    running ``mean`` and ``rstd``, constants) so their dependence on it is recorded.
+    ``xhat`` and ``rstd`` are the forward's arrays for the plain backward; with
+    ``create_graph`` they are recomputed from the input (in evaluation from the running
+    ``mean`` and ``rstd``, constants) so their dependence on it is recorded.
     """
+    g = grads[0]
+    edges = node.next_edges
+    dims = _channel_dims(g.ndim)
+    if not create_graph:
+        saved_input.unpack(node, False)  # its version check, as PyTorch's saved input
+    else:
+        x = saved_input.unpack(node, True)
+        if training:
+            xhat, rstd, _, _ = norm_stats(x, dims, eps)
+        else:
+            xhat = (x - mean) * rstd
+    gx = gw = gb = None
+    if edges[0] is not None:
+        gh = g
+        if saved_weight is not None:
+            gh = g * _per_channel(saved_weight.unpack(node, create_graph), g.ndim)
+        gx = norm_input_grad(gh, xhat, rstd, dims) if training else gh * rstd
+    if edges[1] is not None:
+        gw = _dual.sum_dims(g * xhat, dims)
+    if edges[2] is not None:
+        gb = _dual.sum_dims(g, dims)
+    return (gx, gw, gb)
 
-    __slots__ = ("input", "weight", "xhat", "rstd", "mean", "training", "eps")
 
-    def _normalized(self, create_graph: bool) -> tuple[Any, Any]:
-        if not create_graph:
-            self.input.unpack(self, False)  # its version check, as PyTorch's saved input
-            return self.xhat, self.rstd
-        x = self.input.unpack(self, True)
-        if self.training:
-            xhat, rstd, _, _ = norm_stats(x, _channel_dims(x.ndim), self.eps)
-            return xhat, rstd
-        return (x - self.mean) * self.rstd, self.rstd
+NativeBatchNormBackward0 = Rule(
+    "NativeBatchNormBackward0", whole=_batch_norm_grad, saves=("input", "weight"),
+    keeps=("xhat", "rstd", "mean", "training", "eps"), frees_keeps=True,
+    doc="``batch_norm``: saves the input and weight, and keeps xhat, rstd and (in "
+        "evaluation) the running mean (freed with them). See ``_batch_norm_grad``.")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        dims = _channel_dims(g.ndim)
-        xhat, rstd = self._normalized(create_graph)
-        gx = gw = gb = None
-        if edges[0] is not None:
-            gh = g
-            if self.weight is not None:
-                gh = g * _per_channel(self.weight.unpack(self, create_graph), g.ndim)
-            if self.training:
-                gx = norm_input_grad(gh, xhat, rstd, dims)
-            else:
-                gx = gh * rstd
-        if edges[1] is not None:
-            gw = _dual.sum_dims(g * xhat, dims)
-        if edges[2] is not None:
-            gb = _dual.sum_dims(g, dims)
-        return (gx, gw, gb)
 
-    def release_variables(self) -> None:
-        self.input.release()
-        if self.weight is not None:
-            self.weight.release()
-        self.xhat = self.rstd = self.mean = None
+def _group_norm_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+                     saved_input: SavedTensor, saved_weight: SavedTensor | None, xhat: Any,
+                     rstd: Any, grouped: tuple[int, int, int], eps: float) -> Any:
+    """With ``xhat`` the input normalized per (sample, group), ``gh = g * weight`` and
+    means over each group: d input = rstd (gh - mean(gh) - xhat mean(gh xhat)),
+    d weight = sum of g xhat and d bias = sum of g over the batch and spatial dims.
+
+    ``xhat`` (shaped ``grouped``: (N, groups, values per group)) and ``rstd`` are arrays
+    for the plain backward; with ``create_graph`` they are recomputed from the saved input.
+    """
+    g = grads[0]
+    edges = node.next_edges
+    if create_graph:
+        x = _dual.reshape(saved_input.unpack(node, True), grouped)
+        xhat, rstd, _, _ = norm_stats(x, (2,), eps)
+    else:
+        saved_input.unpack(node, False)  # its version check, as PyTorch's saved input
+    gx = gw = gb = None
+    dims = _channel_dims(g.ndim)
+    if edges[0] is not None:
+        gh = g
+        if saved_weight is not None:
+            gh = g * _per_channel(saved_weight.unpack(node, create_graph), g.ndim)
+        gx = _dual.reshape(norm_input_grad(_dual.reshape(gh, grouped), xhat, rstd, (2,)),
+                           g.shape)
+    if edges[1] is not None:
+        gw = _dual.sum_dims(g * _dual.reshape(xhat, g.shape), dims)
+    if edges[2] is not None:
+        gb = _dual.sum_dims(g, dims)
+    return (gx, gw, gb)
+
+
+NativeGroupNormBackward0 = Rule(
+    "NativeGroupNormBackward0", whole=_group_norm_grad, saves=("input", "weight"),
+    keeps=("xhat", "rstd", "grouped", "eps"), frees_keeps=True,
+    doc="``group_norm``: saves the input and weight, and keeps xhat and rstd (freed with "
+        "them). See ``_group_norm_grad``.")
 
 
 def _check_dtypes(input: Tensor, params: tuple[Tensor | None, ...],  # noqa: A002
@@ -188,13 +224,14 @@ def _native_batch_norm(input: Tensor, running_mean: Tensor | None,  # noqa: A002
     mean = None
     if training:
         xhat, rstd, batch_mean, var = norm_stats(x, dims, eps)
-        if running_mean is not None:
+        if running_mean is not None and running_var is not None:  # both or neither
             n = x.size // x.shape[1]  # > 1: checked by the callers
             unbiased = var.reshape(-1) * (n / (n - 1))
             running_mean.data[...] = momentum * batch_mean.reshape(-1) + (
                 1 - momentum) * running_mean.data
             running_var.data[...] = momentum * unbiased + (1 - momentum) * running_var.data
     else:
+        assert running_mean is not None and running_var is not None  # by _check_args
         mean = _per_channel(running_mean.data, ndim)
         rstd = _per_channel((running_var.data + eps) ** -0.5, ndim)
         xhat = (x - mean) * rstd
@@ -209,56 +246,12 @@ def _native_batch_norm(input: Tensor, running_mean: Tensor | None,  # noqa: A002
         return plain(data, input.device)
     if data is xhat:  # the node keeps xhat: an in-place write of the output must not reach it
         data = xhat.copy()
-    node = NativeBatchNormBackward0(edges)
-    node.input = save(input)
-    node.weight = save(weight)
-    node.xhat, node.rstd, node.mean = xhat, rstd, mean
-    node.training, node.eps = training, eps
+    node = NativeBatchNormBackward0.make(edges, (input, weight),
+                                         (xhat, rstd, mean, training, eps))
     return record(node, data, input.device)
 
 
 # ---- group_norm ----
-
-class NativeGroupNormBackward0(Node):
-    """With ``xhat`` the input normalized per (sample, group), ``gh = g * weight`` and
-    means over each group: d input = rstd (gh - mean(gh) - xhat mean(gh xhat)),
-    d weight = sum of g xhat and d bias = sum of g over the batch and spatial dims.
-
-    ``xhat`` (shaped ``grouped``: (N, groups, values per group)) and ``rstd`` are arrays
-    for the plain backward; with ``create_graph`` they are recomputed from the saved input.
-    """
-
-    __slots__ = ("input", "weight", "xhat", "rstd", "grouped", "eps")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        if create_graph:
-            x = _dual.reshape(self.input.unpack(self, True), self.grouped)
-            xhat, rstd, _, _ = norm_stats(x, (2,), self.eps)
-        else:
-            self.input.unpack(self, False)  # its version check, as PyTorch's saved input
-            xhat, rstd = self.xhat, self.rstd
-        gx = gw = gb = None
-        dims = _channel_dims(g.ndim)
-        if edges[0] is not None:
-            gh = g
-            if self.weight is not None:
-                gh = g * _per_channel(self.weight.unpack(self, create_graph), g.ndim)
-            gx = _dual.reshape(norm_input_grad(_dual.reshape(gh, self.grouped), xhat, rstd, (2,)),
-                               g.shape)
-        if edges[1] is not None:
-            gw = _dual.sum_dims(g * _dual.reshape(xhat, g.shape), dims)
-        if edges[2] is not None:
-            gb = _dual.sum_dims(g, dims)
-        return (gx, gw, gb)
-
-    def release_variables(self) -> None:
-        self.input.release()
-        if self.weight is not None:
-            self.weight.release()
-        self.xhat = self.rstd = None
-
 
 def _check_group_args(input: Tensor, num_groups: int, weight: Tensor | None,  # noqa: A002
                       bias: Tensor | None) -> None:
@@ -316,10 +309,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # 
         return plain(data, input.device)
     if weight is None and bias is None:  # the node keeps xhat: a write of the output must not
         data = data.copy()               # reach it
-    node = NativeGroupNormBackward0(edges)
-    node.input = save(input)
-    node.weight = save(weight)
-    node.xhat, node.rstd, node.grouped, node.eps = xhat, rstd, grouped, eps
+    node = NativeGroupNormBackward0.make(edges, (input, weight), (xhat, rstd, grouped, eps))
     return record(node, data, input.device)
 
 
@@ -354,6 +344,6 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,  # noqa: A0
                              momentum, eps)
     with no_grad():
         for running, updated in zip((running_mean, running_var), stats):
-            if running is not None:
+            if running is not None and updated is not None:  # updated: running repeated
                 running.copy_(updated.view(b, c).mean(0))
     return out.view(*shape)

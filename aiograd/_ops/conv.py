@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy
@@ -29,22 +30,23 @@ import numpy
 from .._tensor import Tensor, cpp_type_name, legacy_type_name, scalar_type_name
 from .._warn import warn_user
 from ..devices import CPU, device_of_array
-from ..graph._node import Node
+from ..graph._saved import SavedTensor
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+from ._record import check_same_device, edges_of, plain, record, tensor_arg
+from ._rule import Rule, RuleNode, Saved
 
 
 class _Geometry(NamedTuple):
     """The 2-D windows of a convolution: the (unpadded) input shape (N, C, H, W), the
     kernel size, dilation, stride, padding per side ((top, bottom), (left, right)) and
-    the output's spatial size."""
+    the output's spatial size. Invariant: input_shape has 4 elements, the others 2."""
 
-    input_shape: tuple[int, int, int, int]
-    kernel: tuple[int, int]
-    dilation: tuple[int, int]
-    stride: tuple[int, int]
-    pads: tuple[tuple[int, int], tuple[int, int]]
-    out: tuple[int, int]
+    input_shape: tuple[int, ...]
+    kernel: tuple[int, ...]
+    dilation: tuple[int, ...]
+    stride: tuple[int, ...]
+    pads: tuple[tuple[int, int], ...]
+    out: tuple[int, ...]
 
 
 # ---- im2col / col2im on arrays ----
@@ -171,35 +173,12 @@ def _batch_first(out_rows: Any, n: int) -> Any:
 
 # ---- im2col / col2im as dual helpers ----
 
-class Im2ColBackward0(Node):
-    """d x = col2im(g): im2col is linear, its gradient its adjoint."""
-
-    __slots__ = ("geometry",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_col2im(grads[0], self.geometry),)
-
-
-class Col2ImBackward0(Node):
-    """d cols = im2col(g): col2im is linear, its gradient its adjoint."""
-
-    __slots__ = ("geometry",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_im2col(grads[0], self.geometry),)
-
-
-def _linear_op(node_cls: type[Node], array_fn: Any, x: Any, geo: _Geometry) -> Any:
-    """``array_fn(x, geo)`` for an array; for a Tensor, its result recorded by ``node_cls``."""
+def _linear_op(rule: Rule, array_fn: Callable[[Any, _Geometry], Any], x: Any,
+               geo: _Geometry) -> Any:
+    """``array_fn(x, geo)`` for an array; for a Tensor, its result recorded by ``rule``."""
     if type(x) is not Tensor:
         return array_fn(x, geo)
-    data = array_fn(x.data, geo)
-    edges = edges_of(x)
-    if edges is None:
-        return plain(data, x.device)
-    node = node_cls(edges)
-    node.geometry = geo
-    return record(node, data, x.device)
+    return rule.record((x,), array_fn(x.data, geo), x.device, (), (geo,))
 
 
 def _im2col(x: Any, geo: _Geometry) -> Any:
@@ -210,89 +189,103 @@ def _col2im(cols: Any, geo: _Geometry) -> Any:
     return _linear_op(Col2ImBackward0, _col2im_array, cols, geo)
 
 
-# ---- the convolution node ----
+Im2ColBackward0 = Rule("Im2ColBackward0", _col2im, keeps=("geometry",),
+                       doc="d x = col2im(g): im2col is linear, its gradient its adjoint.")
+Col2ImBackward0 = Rule("Col2ImBackward0", _im2col, keeps=("geometry",),
+                       doc="d cols = im2col(g): col2im is linear, its gradient its adjoint.")
 
-class ConvolutionBackward0(Node):
-    """See Note [Convolution as im2col and one matmul]. Saves the input (for d weight
-    and its version check) and, if the input needs a gradient, the weight; ``spatial``
-    is 1 for conv1d (whose arrays get a unit H) and 2 for conv2d."""
 
-    __slots__ = ("input", "weight", "geometry", "groups", "spatial")
+# ---- trickier grads: the convolution ----
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        geo, groups = self.geometry, self.groups
-        n, c = geo.input_shape[:2]
-        edges = self.next_edges
-        g = grads[0]
-        if groups == 1 and type(g) is not Tensor:
-            return self.apply_gemm(g)
-        out_channels = g.shape[1]
-        g4 = _dual.reshape(g, (n, groups, out_channels // groups, geo.out[0] * geo.out[1]))
-        gx = gw = gb = None
-        if edges[1] is not None:
-            x = self.input.unpack(self, create_graph)
-            cols = _im2col(_dual.reshape(x, geo.input_shape), geo)
-            cols = _dual.reshape(cols, (n, groups, cols.shape[1] // groups, cols.shape[2]))
-            gw = _dual.sum_dims(g4 @ _dual.swap_last(cols), 0)
-            gw = _dual.reshape(gw, self.weight_shape(gw))
-        if edges[0] is not None:
-            w = self.weight.unpack(self, create_graph)
-            per_group = math.prod(w.shape[1:])
-            wm = _dual.reshape(w, (groups, out_channels // groups, per_group))
-            gcols = _dual.reshape(_dual.swap_last(wm) @ g4, (n, per_group * groups, g4.shape[-1]))
-            gx = _col2im(gcols, geo)
-            gx = _dual.reshape(gx, (n, c) + tuple(geo.input_shape[4 - self.spatial:]))
-        if len(edges) == 3 and edges[2] is not None:
-            gb = _dual.sum_dims(g, (0,) + tuple(range(2, 2 + self.spatial)))
-        return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
+def _convolution_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+                      saved_input: SavedTensor, saved_weight: SavedTensor | None,
+                      geo: _Geometry, groups: int, spatial: int) -> tuple[Any, ...]:
+    """See Note [Convolution as im2col and one matmul]: d weight = sum over N of
+    g @ cols^T, d input = col2im(weight^T @ g), d bias = the sum of g over all but the
+    channels. ``spatial`` is 1 for conv1d (whose arrays get a unit H) and 2 for conv2d."""
+    n, c = geo.input_shape[:2]
+    edges = node.next_edges
+    g = grads[0]
+    if groups == 1 and type(g) is not Tensor:
+        return _convolution_gemm_grad(node, g, saved_input, saved_weight, geo, spatial)
+    out_channels = g.shape[1]
+    g4 = _dual.reshape(g, (n, groups, out_channels // groups, geo.out[0] * geo.out[1]))
+    gx = gw = gb = None
+    if edges[1] is not None:
+        x = saved_input.unpack(node, create_graph)
+        cols = _im2col(_dual.reshape(x, geo.input_shape), geo)
+        cols = _dual.reshape(cols, (n, groups, cols.shape[1] // groups, cols.shape[2]))
+        gw = _dual.sum_dims(g4 @ _dual.swap_last(cols), 0)
+        kernel = geo.kernel[2 - spatial:]
+        gw = _dual.reshape(gw, (gw.shape[0] * gw.shape[1], c // groups) + kernel)
+    if edges[0] is not None and saved_weight is not None:
+        w = saved_weight.unpack(node, create_graph)
+        per_group = math.prod(w.shape[1:])
+        wm = _dual.reshape(w, (groups, out_channels // groups, per_group))
+        gcols = _dual.reshape(_dual.swap_last(wm) @ g4, (n, per_group * groups, g4.shape[-1]))
+        gx = _col2im(gcols, geo)
+        gx = _dual.reshape(gx, (n, c) + tuple(geo.input_shape[4 - spatial:]))
+    if len(edges) == 3 and edges[2] is not None:
+        gb = _dual.sum_dims(g, (0,) + tuple(range(2, 2 + spatial)))
+    return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
 
-    def apply_gemm(self, g: Any) -> tuple[Any, ...]:
-        """The gradients as arrays when groups == 1: one GEMM each for d weight and for
-        the columns of d input, whose col2im is a gather (Note [col2im as a gather])."""
-        geo, edges = self.geometry, self.next_edges
-        n, out_channels = g.shape[:2]
-        length = geo.out[0] * geo.out[1]
-        g_rows = _dual.contiguous(g.reshape((n, out_channels, length)).transpose((1, 0, 2)))
-        g_rows = g_rows.reshape((out_channels, n * length))
-        gx = gw = gb = None
-        if edges[1] is not None:
-            x = self.input.unpack(self, False)
-            gw = g_rows @ _im2col_rows(x.reshape(geo.input_shape), geo).T
-            gw = gw.reshape((out_channels, geo.input_shape[1]) + geo.kernel[2 - self.spatial:])
-        if edges[0] is not None:
-            w = self.weight.unpack(self, False)
-            gcols = w.reshape((out_channels, math.prod(w.shape[1:]))).T @ g_rows
-            blocks = gcols.reshape((geo.input_shape[1],) + geo.kernel + (n,) + geo.out)
-            gx = _col2im_blocks(blocks.transpose((3, 0, 1, 2, 4, 5)), geo)
-            gx = gx.reshape((n, geo.input_shape[1]) + geo.input_shape[4 - self.spatial:])
-        if len(edges) == 3 and edges[2] is not None:
-            gb = g.sum(axis=(0,) + tuple(range(2, 2 + self.spatial)))
-        return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
 
-    def weight_shape(self, gw: Any) -> tuple[int, ...]:
-        """The weight's shape: (O, C/G, kh, kw), or (O, C/G, kw) for conv1d."""
-        kernel = self.geometry.kernel[2 - self.spatial:]
-        return (gw.shape[0] * gw.shape[1], self.geometry.input_shape[1] // self.groups) + kernel
+def _convolution_gemm_grad(node: RuleNode, g: Any, saved_input: SavedTensor,
+                           saved_weight: SavedTensor | None, geo: _Geometry,
+                           spatial: int) -> tuple[Any, ...]:
+    """The gradients as arrays when groups == 1: one GEMM each for d weight and for
+    the columns of d input, whose col2im is a gather (Note [col2im as a gather])."""
+    edges = node.next_edges
+    n, out_channels = g.shape[:2]
+    length = geo.out[0] * geo.out[1]
+    g_rows = _dual.contiguous(g.reshape((n, out_channels, length)).transpose((1, 0, 2)))
+    g_rows = g_rows.reshape((out_channels, n * length))
+    gx = gw = gb = None
+    if edges[1] is not None:
+        x = saved_input.unpack(node, False)
+        gw = g_rows @ _im2col_rows(x.reshape(geo.input_shape), geo).T
+        gw = gw.reshape((out_channels, geo.input_shape[1]) + geo.kernel[2 - spatial:])
+    if edges[0] is not None and saved_weight is not None:
+        w = saved_weight.unpack(node, False)
+        gcols = w.reshape((out_channels, math.prod(w.shape[1:]))).T @ g_rows
+        blocks = gcols.reshape((geo.input_shape[1],) + geo.kernel + (n,) + geo.out)
+        gx = _col2im_blocks(blocks.transpose((3, 0, 1, 2, 4, 5)), geo)
+        gx = gx.reshape((n, geo.input_shape[1]) + geo.input_shape[4 - spatial:])
+    if len(edges) == 3 and edges[2] is not None:
+        gb = g.sum(axis=(0,) + tuple(range(2, 2 + spatial)))
+    return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
 
-    def release_variables(self) -> None:
-        for saved in (self.input, self.weight):
-            if saved is not None:
-                saved.release()
+
+ConvolutionBackward0 = Rule(
+    "ConvolutionBackward0", whole=_convolution_grad,
+    saves=("input", Saved("weight", only_for=0)), keeps=("geometry", "groups", "spatial"),
+    doc="See Note [Convolution as im2col and one matmul] and ``_convolution_grad``. Saves "
+        "the input (for d weight and its version check) and, if the input needs a gradient, "
+        "the weight.")
 
 
 # ---- argument checks ----
 
+def _is_int(value: object) -> bool:
+    """An integer and not a bool (PyTorch's int arguments)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
+
+
 def _int_tuple(value: Any, spatial: int, fn: str, name: str) -> tuple[int, ...]:
     """An int or a sequence of ``spatial`` ints (or of one, repeated) as a tuple."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if _is_int(value):
         return (int(value),) * spatial
-    if isinstance(value, (tuple, list)) and all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
+    if isinstance(value, (tuple, list)) and all(_is_int(v) for v in value):
         if len(value) == 1:
             return (int(value[0]),) * spatial
         return tuple(int(v) for v in value)
     raise TypeError(
         f"{fn}(): argument '{name}' must be tuple of ints, not {type(value).__name__}")
+
+
+def _is_positive(groups: object) -> bool:
+    """``groups`` is a positive integer (a bool counts, as in PyTorch)."""
+    return isinstance(groups, numbers.Integral) and int(groups) > 0
 
 
 def _check_sizes(name: str, values: tuple[int, ...], spatial: int) -> None:
@@ -410,7 +403,7 @@ def _conv(fn: str, spatial: int, input: Tensor, weight: Tensor,  # noqa: A002
         if input.dtype.name == "float32":  # PyTorch's float32 (mkldnn) path words it so
             raise RuntimeError("non-positive dilation is not supported")
         raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
-    if not isinstance(groups, numbers.Integral) or groups <= 0:
+    if not _is_positive(groups):
         raise RuntimeError("non-positive groups is not supported")
     kernel = tuple(weight.shape[2:])
     if padding == "valid":
@@ -452,10 +445,7 @@ def _convolution(input: Tensor, weight: Tensor, bias: Tensor | None,  # noqa: A0
     edges = edges_of(input, weight) if bias is None else edges_of(input, weight, bias)
     if edges is None:
         return plain(data, dev)
-    node = ConvolutionBackward0(edges)
-    node.input = save(input)
-    node.weight = save(weight) if edges[0] is not None else None
-    node.geometry, node.groups, node.spatial = geo, groups, spatial
+    node = ConvolutionBackward0.make(edges, (input, weight), (geo, groups, spatial))
     return record(node, data, dev)
 
 
@@ -478,10 +468,10 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,  # noqa: A
 
 def _pool_pair(value: Any, fn: str, name: str, what: str) -> tuple[int, int]:
     """An int or a sequence of one or two ints as a pair; PyTorch's error otherwise."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if _is_int(value):
         return int(value), int(value)
     if isinstance(value, (tuple, list)) and len(value) in (1, 2) and all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
+            _is_int(v) for v in value):
         return int(value[0]), int(value[-1])
     raise RuntimeError(f"{fn}: {name} must {what}")
 
@@ -556,103 +546,85 @@ def _windows(x: Any, geo: _Geometry, fill: Any) -> Any:
     return cols.reshape((n, c, geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]))
 
 
-def _pool_grad(gcols: Any, geo: _Geometry, shape: tuple[int, ...]) -> Any:
-    """d input (of ``shape``) from the (N, C, kh*kw, Ho*Wo) gradient of the windows."""
+# ---- trickier grads: pooling ----
+# A pooling's gradient ``spread(g)`` is linear in g and independent of the input. With
+# ``create_graph`` it records a ``...BackwardBackward0`` node over (g, input), as PyTorch's:
+# its gradients are ``gather(gg)`` (the adjoint of ``spread``: the pooling with the windows
+# fixed) and zeros for the input. Both take the node's keeps: (argmax or divisor,
+# geometry, input shape).
+
+def _windows_of(gg: Any, geo: _Geometry) -> Any:
+    """The (N, C, kh*kw, Ho*Wo) windows of ``gg`` (of the input's shape), zero-padded."""
     n, c = geo.input_shape[:2]
-    cols = _dual.reshape(gcols, (n, c * geo.kernel[0] * geo.kernel[1], gcols.shape[-1]))
-    return _dual.reshape(_col2im(cols, geo), shape)
+    windows = (n, c, geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1])
+    return _dual.reshape(_im2col(_dual.reshape(gg, geo.input_shape), geo), windows)
 
 
-class _PoolBackward(Node):
-    """The node of a pooling: d input = ``spread(g)``, linear in g and independent of the
-    input. With ``create_graph`` it records a ``...BackwardBackward0`` node over (g,
-    input), as PyTorch's: its gradients are ``gather(gg)`` (the adjoint of ``spread``: the
-    pooling with the windows fixed) and zeros for the input."""
+def _picked(argmax: Any, geo: _Geometry) -> Any:
+    """True at each window's maximum, (N, C, kh*kw, Ho*Wo)."""
+    k = geo.kernel[0] * geo.kernel[1]
+    return _positions(k, argmax).reshape((1, 1, k, 1)) == argmax[:, :, None]
 
-    __slots__ = ("self_", "geometry", "input_shape")
-    backward_cls: type[Node]
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.self_.unpack(self, create_graph)  # its version check, as PyTorch's
-        g = grads[0]
+def _max_pool_spread(g: Any, argmax: Any, geo: _Geometry, input_shape: tuple[int, ...]) -> Any:
+    """Each output's g (an array) routed to its window's (first) maximum, summed where
+    windows overlap: the windows' gradient built window-last, then gathered."""
+    k = geo.kernel[0] * geo.kernel[1]
+    routed = _positions(k, argmax) == argmax[..., None]
+    g = g.reshape(argmax.shape + (1,))
+    blocks = (routed * g).reshape(geo.input_shape[:2] + geo.out + geo.kernel)
+    return _col2im_blocks(blocks.transpose((0, 1, 4, 5, 2, 3)), geo).reshape(input_shape)
+
+
+def _max_pool_gather(gg: Any, argmax: Any, geo: _Geometry, input_shape: tuple[int, ...]) -> Any:
+    picked = _dual.where(_picked(argmax, geo), _windows_of(gg, geo), 0)
+    return _dual.reshape(_dual.sum_dims(picked, 2), input_shape[:-2] + geo.out)
+
+
+def _avg_pool_spread(g: Any, divisor: Any, geo: _Geometry, input_shape: tuple[int, ...]) -> Any:
+    """Each output's g (an array) divided by its ``divisor`` (Ho*Wo,) and spread over its
+    window, summed where windows overlap: one broadcast block per window, gathered."""
+    g = g.reshape(geo.input_shape[:2] + (1, 1) + geo.out) / divisor.reshape(
+        (1, 1, 1, 1) + geo.out)
+    blocks = _dual.expand(g, geo.input_shape[:2] + geo.kernel + geo.out)
+    return _col2im_blocks(blocks, geo).reshape(input_shape)
+
+
+def _avg_pool_gather(gg: Any, divisor: Any, geo: _Geometry, input_shape: tuple[int, ...]) -> Any:
+    pooled = _dual.sum_dims(_windows_of(gg, geo), 2) / divisor
+    return _dual.reshape(pooled, input_shape[:-2] + geo.out)
+
+
+def _pool_rule(base: str, spread: Callable[..., Any], gather: Callable[..., Any], keep: str,
+               doc: str) -> Rule:
+    """The rule ``{base}Backward0`` of a pooling (d input = ``spread(g, *keeps)``) and that of
+    its create_graph gradient, ``{base}BackwardBackward0``."""
+    keeps = (keep, "geometry", "input_shape")
+    twice = Rule(f"{base}BackwardBackward0", gather, lambda gg, *kept: _dual.zeros_of(gg),
+                 keeps=keeps, doc=f"d g = the {base} pooling of gg with the windows fixed; "
+                                  "d input = 0.")
+
+    def grad(g: Any, x: Any, *kept: Any) -> Any:
         if type(g) is not Tensor:
-            return (self.spread(g),)
-        data = self.spread(g.data)
-        edges = edges_of(g, x)
-        if edges is None:
-            return (plain(data, g.device),)
-        node = self.backward_cls(edges)
-        node.pool = self
-        return (record(node, data, g.device),)
+            return spread(g, *kept)
+        return twice.record((g, x), spread(g.data, *kept), g.device, (), kept)
 
-    def windows_shape(self) -> tuple[int, int, int, int]:
-        """(N, C, kh*kw, Ho*Wo)."""
-        geo = self.geometry
-        return geo.input_shape[:2] + (geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1])
-
-    def windows_of(self, gg: Any) -> Any:
-        """The (N, C, kh*kw, Ho*Wo) windows of ``gg`` (of the input's shape), zero-padded."""
-        return _dual.reshape(_im2col(_dual.reshape(gg, self.geometry.input_shape),
-                                     self.geometry), self.windows_shape())
-
-    def output_of(self, pooled: Any) -> Any:
-        """``pooled`` (N, C, 1, Ho*Wo) in the output's shape."""
-        return _dual.reshape(pooled, self.input_shape[:-2] + self.geometry.out)
-
-    def spread(self, g: Any) -> Any:
-        raise NotImplementedError
-
-    def gather(self, gg: Any) -> Any:
-        raise NotImplementedError
-
-    def release_variables(self) -> None:
-        self.self_.release()
+    return Rule(f"{base}Backward0", grad, saves=("self_",), keeps=keeps, doc=doc)
 
 
-class _PoolBackwardBackward(Node):
-    """See :class:`_PoolBackward`: d g = ``pool.gather(gg)``, d input = 0."""
-
-    __slots__ = ("pool",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        gg = grads[0]
-        edges = self.next_edges
-        return (self.pool.gather(gg) if edges[0] is not None else None,
-                _dual.zeros_of(gg) if edges[1] is not None else None)
-
-
-class MaxPool2DWithIndicesBackwardBackward0(_PoolBackwardBackward):
-    __slots__ = ()
-
-
-class MaxPool2DWithIndicesBackward0(_PoolBackward):
-    """Each output's g routed to its window's (first) maximum, summed where windows
-    overlap. ``argmax``: the maximum's position in its window (row-major), (N, C,
-    Ho*Wo), int8 (int32 for windows of over 127 elements)."""
-
-    __slots__ = ("argmax",)
-    backward_cls = MaxPool2DWithIndicesBackwardBackward0
-
-    def picked(self) -> Any:
-        """True at each window's maximum, (N, C, kh*kw, Ho*Wo)."""
-        k = self.geometry.kernel[0] * self.geometry.kernel[1]
-        return _positions(k, self.argmax).reshape((1, 1, k, 1)) == self.argmax[:, :, None]
-
-    def spread(self, g: Any) -> Any:
-        geo = self.geometry
-        if type(g) is not Tensor:  # the windows' gradient built window-last, then gathered
-            k = geo.kernel[0] * geo.kernel[1]
-            routed = _positions(k, self.argmax) == self.argmax[..., None]
-            g = g.reshape(self.argmax.shape + (1,))
-            blocks = (routed * g).reshape(geo.input_shape[:2] + geo.out + geo.kernel)
-            gx = _col2im_blocks(blocks.transpose((0, 1, 4, 5, 2, 3)), geo)
-            return gx.reshape(self.input_shape)
-        g = _dual.reshape(g, self.windows_shape()[:2] + (1, self.windows_shape()[3]))
-        return _pool_grad(_dual.where(self.picked(), g, 0), self.geometry, self.input_shape)
-
-    def gather(self, gg: Any) -> Any:
-        picked = _dual.where(self.picked(), self.windows_of(gg), 0)
-        return self.output_of(_dual.sum_dims(picked, 2))
+MaxPool2DWithIndicesBackward0 = _pool_rule(
+    "MaxPool2DWithIndices", _max_pool_spread, _max_pool_gather, "argmax",
+    doc="Each output's g routed to its window's (first) maximum, summed where windows "
+        "overlap. ``argmax``: the maximum's position in its window (row-major), (N, C, "
+        "Ho*Wo), int8 (int32 for windows of over 127 elements). Saves the input (its version "
+        "check, as PyTorch's).")
+AvgPool2DBackward0 = _pool_rule(
+    "AvgPool2D", _avg_pool_spread, _avg_pool_gather, "divisor",
+    doc="Each output's g divided by its ``divisor`` (Ho*Wo,) and spread over its window, "
+        "summed where windows overlap. Saves the input (its version check, as PyTorch's).")
+AdaptiveAvgPool2DBackward0 = _pool_rule(
+    "AdaptiveAvgPool2D", _avg_pool_spread, _avg_pool_gather, "divisor",
+    doc="AvgPool2DBackward0 of adaptive_avg_pool2d (PyTorch's name for it).")
 
 
 def _lowest(dtype: Any, xp: Any) -> Any:
@@ -687,9 +659,8 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None,  # noqa: A00
     if edges is None:
         result = plain(data, input.device)
     else:
-        node = MaxPool2DWithIndicesBackward0(edges)
-        node.self_ = save(input)
-        node.argmax, node.geometry, node.input_shape = argmax, geo, tuple(input.shape)
+        node = MaxPool2DWithIndicesBackward0.make(edges, (input,),
+                                                  (argmax, geo, tuple(input.shape)))
         result = record(node, data, input.device)
     if not return_indices:
         return result
@@ -708,43 +679,6 @@ def _flat_indices(argmax: Any, geo: _Geometry) -> Any:
     return (_host_to(starts, argmax) + offsets).astype(numpy.int64)
 
 
-class AvgPool2DBackwardBackward0(_PoolBackwardBackward):
-    __slots__ = ()
-
-
-class AvgPool2DBackward0(_PoolBackward):
-    """Each output's g divided by its ``divisor`` (Ho*Wo,) and spread over its window,
-    summed where windows overlap."""
-
-    __slots__ = ("divisor",)
-    backward_cls = AvgPool2DBackwardBackward0
-
-    def spread(self, g: Any) -> Any:
-        geo = self.geometry
-        if type(g) is not Tensor:  # one broadcast block per window, gathered
-            g = g.reshape(geo.input_shape[:2] + (1, 1) + geo.out) / self.divisor.reshape(
-                (1, 1, 1, 1) + geo.out)
-            blocks = _dual.expand(g, geo.input_shape[:2] + geo.kernel + geo.out)
-            return _col2im_blocks(blocks, geo).reshape(self.input_shape)
-        n, c, k, length = self.windows_shape()
-        g = _dual.reshape(g, (n, c, 1, length)) / self.divisor
-        return _pool_grad(_dual.expand(g, (n, c, k, length)), self.geometry, self.input_shape)
-
-    def gather(self, gg: Any) -> Any:
-        return self.output_of(_dual.sum_dims(self.windows_of(gg), 2) / self.divisor)
-
-
-class AdaptiveAvgPool2DBackwardBackward0(_PoolBackwardBackward):
-    __slots__ = ()
-
-
-class AdaptiveAvgPool2DBackward0(AvgPool2DBackward0):
-    """AvgPool2DBackward0 of adaptive_avg_pool2d (PyTorch's name for it)."""
-
-    __slots__ = ()
-    backward_cls = AdaptiveAvgPool2DBackwardBackward0
-
-
 def _avg_divisor(geo: _Geometry, count_include_pad: bool) -> Any:
     """Each window's divisor, (Ho*Wo,) on the host: its size within the padded input, or
     with ``count_include_pad=False`` its number of input elements (PyTorch's rule)."""
@@ -759,9 +693,8 @@ def _avg_divisor(geo: _Geometry, count_include_pad: bool) -> Any:
     return (sizes[0][:, None] * sizes[1][None, :]).reshape(-1)
 
 
-def _avg_pool(node_cls: type[Node], input: Tensor, geo: _Geometry,  # noqa: A002
-              divisor: Any) -> Tensor:
-    """The mean over each window (sum / ``divisor``), recorded by ``node_cls``."""
+def _avg_pool(rule: Rule, input: Tensor, geo: _Geometry, divisor: Any) -> Tensor:  # noqa: A002
+    """The mean over each window (sum / ``divisor``), recorded by ``rule``."""
     x = input.data
     xp = input.device.xp
     total = _dual.sum_dims(_windows(x, geo, 0), 2)  # in window order, as PyTorch's
@@ -771,13 +704,8 @@ def _avg_pool(node_cls: type[Node], input: Tensor, geo: _Geometry,  # noqa: A002
     else:  # PyTorch's integer division, toward zero
         data = xp.trunc(total / divisor).astype(x.dtype)
     data = data.reshape(tuple(input.shape[:-2]) + geo.out)
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = node_cls(edges)
-    node.self_ = save(input)
-    node.geometry, node.divisor, node.input_shape = geo, divisor, tuple(input.shape)
-    return record(node, data, input.device)
+    return rule.record((input,), data, input.device, (input,),
+                       (divisor, geo, tuple(input.shape)))
 
 
 def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None,  # noqa: A002

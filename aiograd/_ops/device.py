@@ -96,8 +96,8 @@ def _target(a: Tensor, device: Any, dtype: Any) -> tuple[Device, numpy.dtype]:
             "to() expects a device ('cpu', 'cuda:0', aiograd.device(...)), a dtype "
             f"(aiograd.float64) or a Tensor, got {type(device).__name__}"
         )
-    dt = a.dtype if dtype is None else _resolve_dtype(dtype)
-    return dst, dt
+    resolved = _resolve_dtype(dtype)  # None exactly when dtype is
+    return dst, a.dtype if resolved is None else resolved
 
 
 def to(self: Tensor, device: Any = None, dtype: Any = None, non_blocking: bool = False,
@@ -137,10 +137,13 @@ def cuda(self: Tensor, device: int | str | Device | None = None,
         dst = devices.device("cuda", 0)
     elif isinstance(device, int) and not isinstance(device, bool):
         dst = devices.device("cuda", device)
-    else:
+    elif isinstance(device, (str, Device)):
         dst = devices.device(device)
         if dst.type != "cuda":
             raise ValueError(f"cuda() expects a CUDA device, got {dst}; use to({str(dst)!r})")
+    else:
+        raise TypeError(
+            f"cuda(): device must be an int, a string or a Device, got {type(device).__name__}")
     return to(self, dst)
 
 

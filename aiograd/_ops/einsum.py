@@ -42,7 +42,7 @@ def _parse(equation: str, operands: tuple[Tensor, ...]) -> tuple[list[list[str]]
                          f"the equation string, subscripts must be in [a-zA-Z]")
     spare = iter(sorted(set(string.ascii_letters) - used))
     widest = 0
-    splits = []
+    splits: list[tuple[str, int, str]] = []  # (letters before ..., dims of ..., after)
     for term, t in zip(terms, operands):
         if not isinstance(t, Tensor):
             raise TypeError(f"einsum(): operands must be Tensors, got {type(t).__name__}")

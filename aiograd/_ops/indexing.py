@@ -39,6 +39,7 @@ from ..graph._node import Node
 from . import _dual
 from ._index_scatter import index_scatter_add
 from ._record import check_same_device, edges_of, plain, record, scalar_or_tensor, tensor_arg
+from ._rule import Rule, RuleNode
 from .inplace import check_inplace, commit_inplace
 from .shape import wrap_dim
 from .views import as_view
@@ -175,31 +176,29 @@ def _basic_name(index: Any, key: tuple[Any, ...]) -> str:
 
 # ---- t[index] ----
 
-class IndexBackward0(Node):
-    """``t[key]`` with an advanced key: the gradient is scatter-added into zeros."""
-
-    __slots__ = ("in_shape", "key")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (index_scatter_add(grads[0], self.in_shape, self.key, False,
-                                  "IndexPutImplBackward0"),)
+IndexBackward0 = Rule(
+    "IndexBackward0",
+    lambda g, in_shape, key: index_scatter_add(g, in_shape, key, False, "IndexPutImplBackward0"),
+    keeps=("in_shape", "key"),
+    doc="``t[key]`` with an advanced key: the gradient is scatter-added into zeros.")
 
 
-class BasicIndexBackward(Node):
-    """``t[key]`` with a basic key (the result is a view).
+def _basic_index_rule(name: str) -> Rule:
+    """The rule of ``t[key]`` for a basic key (the result is a view) whose last step is
+    named ``name``; its gradient's node is ``SelectBackwardBackward0`` (for ``name``
+    ``SelectBackward0``) and so on."""
+    label = name[:-1] + "Backward0"
 
-    Named as PyTorch names the last step of the index: ``SelectBackward0``
-    (an int), ``SliceBackward0``, ``UnsqueezeBackward0`` (None) or ``AliasBackward0``.
-    """
+    def grad(g: Any, in_shape: tuple[int, ...], key: tuple[Any, ...]) -> Any:
+        return index_scatter_add(g, in_shape, key, True, label)
 
-    __slots__ = ("in_shape", "key", "label")
+    return Rule(name, grad, keeps=("in_shape", "key"), variant="index",
+                doc=f"``t[key]`` for a basic key whose last step is PyTorch's {name}.")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        label = self.label[:-1] + "Backward0"  # SelectBackward0 -> SelectBackwardBackward0
-        return (index_scatter_add(grads[0], self.in_shape, self.key, True, label),)
 
-    def name(self) -> str:
-        return self.label
+# A basic index's rule, by PyTorch's name of its last step (see _basic_name).
+_BASIC_INDEX = {name: _basic_index_rule(name) for name in (
+    "SelectBackward0", "SliceBackward0", "UnsqueezeBackward0", "AliasBackward0")}
 
 
 def getitem(t: Tensor, index: Any) -> Tensor:
@@ -212,8 +211,7 @@ def getitem(t: Tensor, index: Any) -> Tensor:
     edges = edges_of(t)
     if edges is None:
         return as_view(plain(data, t.device), t)
-    node = BasicIndexBackward(edges)
-    node.in_shape, node.key, node.label = t.shape, key, _basic_name(index, key)
+    node = _BASIC_INDEX[_basic_name(index, key)].make(edges, (), (t.shape, key))
     return as_view(record(node, data, t.device), t)
 
 
@@ -226,42 +224,38 @@ def _advanced_index(t: Tensor, key: tuple[Any, ...]) -> Tensor:
     edges = edges_of(t)
     if edges is None:
         return plain(data, t.device)
-    node = IndexBackward0(edges)
-    node.in_shape, node.key = t.shape, _saved_key(key)
-    return record(node, data, t.device)
+    return record(IndexBackward0.make(edges, (), (t.shape, _saved_key(key))), data, t.device)
 
 
-# ---- t[index] = value ----
+# ---- t[index] = value (trickier grads: a number value has no edge) ----
 
-class IndexPutBackward0(Node):
-    """``t[key] = value``: t's old value gets the gradient with zeros at ``key``; ``value``
-    gets the gradient at ``key`` (the engine sums it to value's shape).
+def _index_put_grad(node: RuleNode, grads: list[Any], create_graph: bool, key: tuple[Any, ...],
+                    value_ndim: int) -> Any:
+    """t's old value gets the gradient with zeros at ``key``; a tensor value gets the
+    gradient at ``key`` (the engine sums it to value's shape)."""
+    g = grads[0]
+    edges = node.next_edges
+    g_old = None
+    if edges[0] is not None:
+        mask = _dual.xp_of(g).zeros(g.shape, dtype=bool)
+        mask[key] = True
+        g_old = _dual.where(mask, 0.0, g)
+    if len(edges) == 1:
+        return (g_old,)
+    g_value = None
+    if edges[1] is not None:
+        g_value = g[key]
+        extra = value_ndim - g_value.ndim  # NumPy drops leading 1s of the value
+        if extra > 0:
+            g_value = _dual.reshape(g_value, (1,) * extra + tuple(g_value.shape))
+    return (g_old, g_value)
 
-    Named ``CopySlices`` for a basic key, as PyTorch does.
-    """
 
-    __slots__ = ("key", "basic", "value_ndim")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        g_old = None
-        if edges[0] is not None:
-            mask = _dual.xp_of(g).zeros(g.shape, dtype=bool)
-            mask[self.key] = True
-            g_old = _dual.where(mask, 0.0, g)
-        if len(edges) == 1:
-            return (g_old,)
-        g_value = None
-        if edges[1] is not None:
-            g_value = g[self.key]
-            extra = self.value_ndim - g_value.ndim  # NumPy drops leading 1s of the value
-            if extra > 0:
-                g_value = _dual.reshape(g_value, (1,) * extra + tuple(g_value.shape))
-        return (g_old, g_value)
-
-    def name(self) -> str:
-        return "CopySlices" if self.basic else "IndexPutBackward0"
+IndexPutBackward0 = Rule("IndexPutBackward0", whole=_index_put_grad, keeps=("key", "value_ndim"),
+                         doc="``t[key] = value`` for an advanced key.")
+# Named as PyTorch names the write of a basic key (into a view of t).
+IndexPutBasicBackward0 = Rule("CopySlices", whole=_index_put_grad, keeps=("key", "value_ndim"),
+                              variant="basic key", doc="``t[key] = value`` for a basic key.")
 
 
 def setitem(t: Tensor, index: Any, value: Any) -> None:
@@ -294,9 +288,8 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
         ) from None
     node = None
     if edges is not None:
-        node = IndexPutBackward0(edges)
-        node.key, node.basic = _saved_key(key), basic
-        node.value_ndim = value.ndim if type(value) is Tensor else 0
+        rule = IndexPutBasicBackward0 if basic else IndexPutBackward0
+        node = rule.make(edges, (), (_saved_key(key), value.ndim if type(value) is Tensor else 0))
     commit_inplace(t, node)
 
 
@@ -311,21 +304,19 @@ def _index_tensor(t: Tensor, index: Any, what: str, kinds: str) -> Any:
     return data
 
 
-class GatherBackward0(Node):
-    """``t.gather(dim, index)`` is ``t[key]`` for a broadcast key (aranges, ``index`` at dim):
-    the gradient is scatter-added there. ``src_shape``/``out_shape``: the input's and the
-    index's shapes, 0-d ones as (1,)."""
+def _gather_grad(g: Any, in_shape: tuple[int, ...], src_shape: tuple[int, ...],
+                 out_shape: tuple[int, ...], key: tuple[Any, ...]) -> Any:
+    if g.shape != out_shape:
+        g = _dual.reshape(g, out_shape)
+    g = index_scatter_add(g, src_shape, key, False, "ScatterAddBackward0")
+    return g if src_shape == in_shape else _dual.reshape(g, in_shape)
 
-    __slots__ = ("in_shape", "src_shape", "out_shape", "key")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if g.shape != self.out_shape:
-            g = _dual.reshape(g, self.out_shape)
-        g = index_scatter_add(g, self.src_shape, self.key, False, "ScatterAddBackward0")
-        if self.src_shape != self.in_shape:
-            g = _dual.reshape(g, self.in_shape)
-        return (g,)
+GatherBackward0 = Rule(
+    "GatherBackward0", _gather_grad, keeps=("in_shape", "src_shape", "out_shape", "key"),
+    doc="``t.gather(dim, index)`` is ``t[key]`` for a broadcast key (aranges, ``index`` at "
+        "dim): the gradient is scatter-added there. ``src_shape``/``out_shape``: the input's "
+        "and the index's shapes, 0-d ones as (1,).")
 
 
 def _check_bounds(index: Any, size: int, dim: int, message: str | None) -> None:
@@ -376,25 +367,22 @@ def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
     edges = edges_of(t)
     if edges is None:
         return plain(data, t.device)
-    node = GatherBackward0(edges)
-    node.in_shape, node.src_shape, node.out_shape, node.key = t.shape, src_shape, out_shape, key
+    node = GatherBackward0.make(edges, (), (t.shape, src_shape, out_shape, key))
     return record(node, data, t.device)
 
 
-class IndexSelectBackward0(Node):
-    """``t.index_select(dim, index)``: the gradient is index-added along ``dim``
-    (``src_shape``: the input's shape, (1,) for a 0-d input)."""
+def _index_select_grad(g: Any, in_shape: tuple[int, ...], src_shape: tuple[int, ...],
+                       key: tuple[Any, ...]) -> Any:
+    if src_shape != in_shape:  # a 0-d input
+        g = _dual.reshape(g, (1,))
+    g = index_scatter_add(g, src_shape, key, False, "IndexAddBackward0")
+    return g if src_shape == in_shape else _dual.reshape(g, in_shape)
 
-    __slots__ = ("in_shape", "src_shape", "key")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if self.src_shape != self.in_shape:  # a 0-d input
-            g = _dual.reshape(g, (1,))
-        g = index_scatter_add(g, self.src_shape, self.key, False, "IndexAddBackward0")
-        if self.src_shape != self.in_shape:
-            g = _dual.reshape(g, self.in_shape)
-        return (g,)
+IndexSelectBackward0 = Rule(
+    "IndexSelectBackward0", _index_select_grad, keeps=("in_shape", "src_shape", "key"),
+    doc="``t.index_select(dim, index)``: the gradient is index-added along ``dim`` "
+        "(``src_shape``: the input's shape, (1,) for a 0-d input).")
 
 
 def index_select(t: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -416,9 +404,7 @@ def index_select(t: Tensor, dim: int, index: Tensor) -> Tensor:
     edges = edges_of(t)
     if edges is None:
         return plain(data, t.device)
-    node = IndexSelectBackward0(edges)
-    node.in_shape, node.src_shape = t.shape, src_shape
-    node.key = (slice(None),) * d + (idx,)
+    node = IndexSelectBackward0.make(edges, (), (t.shape, src_shape, (slice(None),) * d + (idx,)))
     return record(node, data, t.device)
 
 
@@ -431,28 +417,14 @@ def _zero_where(mask: Any, g: Any) -> Any:
     return _dual.xp_of(g).where(mask, 0.0, g)
 
 
-class MaskedFillBackward0(Node):
-    """``t.masked_fill(mask, number)``: the gradient passes where ``mask`` is False."""
-
-    __slots__ = ("mask",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_zero_where(self.mask, grads[0]),)
-
-
-class MaskedFillBackward1(Node):
-    """``t.masked_fill(mask, value)`` with a 0-d tensor ``value``: it gets the gradient
-    where ``mask`` is True (summed by the engine, Note [Broadcast gradients])."""
-
-    __slots__ = ("mask",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (
-            None if edges[0] is None else _zero_where(self.mask, g),
-            None if edges[1] is None else _zero_where(~self.mask, g),
-        )
+MaskedFillBackward0 = Rule(
+    "MaskedFillBackward0", lambda g, mask: _zero_where(mask, g), keeps=("mask",),
+    doc="``t.masked_fill(mask, number)``: the gradient passes where ``mask`` is False.")
+MaskedFillBackward1 = Rule(
+    "MaskedFillBackward1", lambda g, mask: _zero_where(mask, g),
+    lambda g, mask: _zero_where(~mask, g), keeps=("mask",),
+    doc="``t.masked_fill(mask, value)`` with a 0-d tensor ``value``: it gets the gradient "
+        "where ``mask`` is True (summed by the engine, Note [Broadcast gradients]).")
 
 
 def _mask_and_value(t: Tensor, mask: Tensor, value: Any) -> tuple[Any, Any, Tensor | None]:
@@ -500,9 +472,8 @@ def _masked_fill_node(t: Tensor, mask: Any, value: Tensor | None) -> Node | None
     edges = edges_of(t, value) if value is not None else edges_of(t)
     if edges is None or t.data.dtype.kind != "f":
         return None
-    node = MaskedFillBackward0(edges) if len(edges) == 1 else MaskedFillBackward1(edges)
-    node.mask = mask.copy()  # the caller may change its mask afterwards
-    return node
+    rule = MaskedFillBackward0 if len(edges) == 1 else MaskedFillBackward1
+    return rule.make(edges, (), (mask.copy(),))  # the caller may change its mask afterwards
 
 
 def masked_fill(t: Tensor, mask: Tensor, value: Any) -> Tensor:

@@ -128,11 +128,11 @@ def commit_inplace(t: Tensor, node: Node | None) -> Tensor:
         if root is None:
             set_history(t, node)
         else:
-            rebase_view(t, node)
+            rebase_view(t, root, node)
     if root is None:
         root = t
     if root._views is not None:
-        refresh_views(root)
+        refresh_views(root, root._views)
     return t
 
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from .._tensor import Tensor
 from ..graph._node import Node
 from . import _dual
 from ._record import _mark, _metadata, check_same_device, edges_of, plain, record
+from ._rule import Rule, RuleNode
 from .shape import wrap_dim
 from .views import as_view, mark_forbidden_view
 
@@ -49,21 +50,24 @@ def _tensors(tensors: Sequence[Tensor], what: str) -> list[Tensor]:
 
 # ---- cat ----
 
-class CatBackward0(Node):
-    """Invariant: input ``i`` is ``out[..., spans[i][0]:spans[i][1], ...]`` along ``dim``;
-    ``spans[i]`` is None for an input cat skipped (1-D and empty)."""
+def _cat_grad(node: RuleNode, grads: list[Any], create_graph: bool, dim: int,
+              spans: tuple[tuple[int, int] | None, ...]) -> tuple[Any, ...]:
+    """Input ``i``'s gradient is the slice ``spans[i]`` of the gradient along ``dim``; an
+    input cat skipped gets an empty one."""
+    g = grads[0]
+    lead = (slice(None),) * dim
+    return tuple(
+        None if edge is None
+        else _dual.zeros_of(g, (0,)) if span is None
+        else g[lead + (slice(*span),)]
+        for edge, span in zip(node.next_edges, spans)
+    )
 
-    __slots__ = ("dim", "spans")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        lead = (slice(None),) * self.dim
-        return tuple(
-            None if edge is None
-            else _dual.zeros_of(g, (0,)) if span is None
-            else g[lead + (slice(*span),)]
-            for edge, span in zip(self.next_edges, self.spans)
-        )
+CatBackward0 = Rule(
+    "CatBackward0", whole=_cat_grad, keeps=("dim", "spans"),
+    doc="Invariant: input ``i`` is ``out[..., spans[i][0]:spans[i][1], ...]`` along ``dim``; "
+        "``spans[i]`` is None for an input cat skipped (1-D and empty).")
 
 
 def _skipped(t: Tensor) -> bool:
@@ -98,31 +102,29 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     edges = edges_of(*ts)
     if edges is None:
         return plain(data, first.device)
-    node = CatBackward0(edges)
-    node.dim = d
-    spans = []
+    spans: list[tuple[int, int] | None] = []
     start = 0
     for t, skipped in zip(ts, skip):
         spans.append(None if skipped else (start, start + t.shape[d]))
         start += 0 if skipped else t.shape[d]
-    node.spans = tuple(spans)
-    return record(node, data, first.device)
+    return record(CatBackward0.make(edges, (), (d, tuple(spans))), data, first.device)
 
 
 # ---- stack ----
 
-class StackBackward0(Node):
-    """Input ``i`` is ``out[..., i, ...]`` (index ``i`` at ``dim``)."""
+def _stack_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+                dim: int) -> tuple[Any, ...]:
+    """Input ``i``'s gradient is the gradient at index ``i`` of ``dim``."""
+    g = grads[0]
+    lead = (slice(None),) * dim
+    return tuple(
+        None if edge is None else g[lead + (i, Ellipsis)]
+        for i, edge in enumerate(node.next_edges)
+    )
 
-    __slots__ = ("dim",)
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        lead = (slice(None),) * self.dim
-        return tuple(
-            None if edge is None else g[lead + (i, Ellipsis)]
-            for i, edge in enumerate(self.next_edges)
-        )
+StackBackward0 = Rule("StackBackward0", whole=_stack_grad, keeps=("dim",),
+                      doc="Input ``i`` is ``out[..., i, ...]`` (index ``i`` at ``dim``).")
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
@@ -137,12 +139,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
             )
     d = wrap_dim(dim, first.ndim + 1)
     data = _dual.contiguous(first.device.xp.stack([t.data for t in ts], axis=d))
-    edges = edges_of(*ts)
-    if edges is None:
-        return plain(data, first.device)
-    node = StackBackward0(edges)
-    node.dim = d
-    return record(node, data, first.device)
+    return StackBackward0.record(ts, data, first.device, (), (d,))
 
 
 # ---- chunk / split / unbind ----
@@ -161,31 +158,40 @@ def _joined_grads(grads: list[Any], metadata: Sequence[Any], dim: int, new_dim: 
     return xp.stack(parts, axis=dim) if new_dim else xp.concatenate(parts, axis=dim)
 
 
-class SplitBackward0(Node):
-    """``split(int)``/``chunk``: output ``i`` is the ``i``-th piece of the input along ``dim``."""
+class _PiecesBackward(Node):
+    """A multi-output node (not a rule: each view is one of its outputs) whose backward
+    joins its outputs' gradients along ``dim``, stacked if ``new_dim``."""
 
     __slots__ = ("dim",)
 
+    dim: int
+    new_dim: ClassVar[bool] = False
+
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_joined_grads(grads, self.input_metadata, self.dim, False),)
+        return (_joined_grads(grads, self.input_metadata, self.dim, self.new_dim),)
 
 
-class SplitWithSizesBackward0(SplitBackward0):
+class SplitBackward0(_PiecesBackward):
+    """``split(int)``/``chunk``: output ``i`` is the ``i``-th piece of the input along ``dim``."""
+
+    __slots__ = ()
+
+
+class SplitWithSizesBackward0(_PiecesBackward):
     """``split(list of sizes)``."""
 
     __slots__ = ()
 
 
-class UnbindBackward0(Node):
+class UnbindBackward0(_PiecesBackward):
     """Output ``i`` is ``t.select(dim, i)``."""
 
-    __slots__ = ("dim",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_joined_grads(grads, self.input_metadata, self.dim, True),)
+    __slots__ = ()
+    new_dim = True
 
 
-def _views(t: Tensor, datas: list[Any], node_cls: type[Node], dim: int) -> tuple[Tensor, ...]:
+def _views(t: Tensor, datas: list[Any], node_cls: type[_PiecesBackward],
+           dim: int) -> tuple[Tensor, ...]:
     """One view of ``t`` per array of ``datas``; output ``i`` of one ``node_cls`` node."""
     device = t.device
     outs = [Tensor._wrap(data, device) for data in datas]
@@ -203,7 +209,7 @@ def _views(t: Tensor, datas: list[Any], node_cls: type[Node], dim: int) -> tuple
 
 
 def _split_sizes(t: Tensor, sizes: Sequence[int], d: int,
-                 node_cls: type[Node]) -> tuple[Tensor, ...]:
+                 node_cls: type[_PiecesBackward]) -> tuple[Tensor, ...]:
     lead = (slice(None),) * d
     datas = []
     start = 0

@@ -16,131 +16,86 @@ import math
 from typing import Any
 
 from .._tensor import Tensor, cpp_type_name, scalar_type_name
-from ..graph._node import Node
 from . import _dual
-from ._record import check_same_device, edges_of, plain, record, save, scalar_or_tensor, tensor_arg
+from ._record import check_same_device, edges_of, plain, record, scalar_or_tensor, tensor_arg
+from ._rule import Rule, Saved
+
+# ---- matmul's nodes, one per case of its operands ----
+
+# Each node saves ``self_`` (a) only for b's gradient and ``other`` (b) only for a's, in
+# PyTorch's order of saving: dot and mv save a first, the other cases b first.
+_A_FIRST = (Saved("self_", only_for=1), Saved("other", only_for=0))
+_B_FIRST = (Saved("other", only_for=0), Saved("self_", only_for=1))
+
+DotBackward0 = Rule("DotBackward0", lambda g, a, b: g * b, lambda g, a, b: g * a,
+                    saves=_A_FIRST, doc="``(k,) @ (k,)``: d a = g b, d b = g a.")
+MvBackward0 = Rule("MvBackward0", lambda g, a, b: _dual.unsqueeze(g, -1) * b,
+                   lambda g, a, b: _dual.swap_last(a) @ g, saves=_A_FIRST,
+                   doc="``(n, k) @ (k,)``: d a = g b^T (an outer product), d b = a^T g.")
 
 
-class _MatmulNode(Node):
-    """Saves ``self_`` (a) when b needs a gradient and ``other`` (b) when a does."""
+# ---- trickier grads: mm (layout) and the N-D cases (vectors, folded batches) ----
 
-    __slots__ = ("self_", "other")
-
-    def release_variables(self) -> None:
-        for saved in (self.self_, self.other):
-            if saved is not None:
-                saved.release()
-
-
-class DotBackward0(_MatmulNode):
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        ga = g * self.other.unpack(self, create_graph) if edges[0] is not None else None
-        gb = g * self.self_.unpack(self, create_graph) if edges[1] is not None else None
-        return (ga, gb)
+def _mm_grad_b(g: Any, b: Any, a: Any, b_transposed: bool) -> Any:
+    """d b = a^T g, in b's memory layout (PyTorch's): for a transposed (column-major) b
+    such as ``W.T``, (g^T a)^T, so the gradient reaching ``W`` is row-major like ``W`` (its
+    optimizer step then runs on contiguous memory) and is kept without a copy."""
+    if b_transposed:
+        return _dual.swap_last(_dual.swap_last(g) @ a)
+    return _dual.swap_last(a) @ g
 
 
-class MvBackward0(_MatmulNode):
-    """``(n, k) @ (k,)``: d a = g b^T (an outer product), d b = a^T g."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        ga = gb = None
-        if edges[0] is not None:
-            ga = _dual.unsqueeze(g, -1) * self.other.unpack(self, create_graph)
-        if edges[1] is not None:
-            gb = _dual.swap_last(self.self_.unpack(self, create_graph)) @ g
-        return (ga, gb)
+# Invariant: b_transposed == b was column-major but not row-major in the forward.
+MmBackward0 = Rule("MmBackward0", lambda g, b, a, b_transposed: g @ _dual.swap_last(b),
+                   _mm_grad_b, saves=_B_FIRST, keeps=("b_transposed",),
+                   doc="``(n, k) @ (k, m)``: d a = g b^T, d b = a^T g (in b's layout).")
 
 
-class MmBackward0(_MatmulNode):
-    """``(n, k) @ (k, m)``: d a = g b^T, d b = a^T g.
-
-    d b is produced in b's memory layout, as PyTorch does: when b is a
-    transposed (column-major) view such as ``W.T``, d b = (g^T a)^T, so the
-    gradient reaching ``W`` is row-major like ``W`` (its optimizer step then
-    runs on contiguous memory) and can be kept without a copy.
-    """
-
-    # Invariant: b_transposed == b was column-major but not row-major in the forward.
-    __slots__ = ("b_transposed",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        ga = gb = None
-        if edges[0] is not None:
-            ga = g @ _dual.swap_last(self.other.unpack(self, create_graph))
-        if edges[1] is not None:
-            a = self.self_.unpack(self, create_graph)
-            if self.b_transposed:
-                gb = _dual.swap_last(_dual.swap_last(g) @ a)
-            else:
-                gb = _dual.swap_last(a) @ g
-        return (ga, gb)
+def _as_matrices(g: Any, a_vec: bool, b_vec: bool) -> Any:
+    """The gradient with back the dims matmul dropped for a vector operand."""
+    if a_vec:
+        g = _dual.unsqueeze(g, -2)
+    if b_vec:
+        g = _dual.unsqueeze(g, -1)
+    return g
 
 
-class UnsafeViewBackward0(_MatmulNode):
-    """Any other case: a 1-D operand is made a matrix (a row for a, a column for b).
-
-    The gradient gets back the dims matmul dropped, the matrix formulas run
-    batched, and a 1-D operand's gradient drops its dim again. When b has no
-    batch dims, d b folds a's batch into rows: one (k, rows) @ (rows, m) product.
-    """
-
-    # Invariant: fold == (a.ndim > 2 and b.ndim <= 2): the batch dims are all a's.
-    __slots__ = ("a_vec", "b_vec", "fold")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if self.a_vec:
-            g = _dual.unsqueeze(g, -2)
-        if self.b_vec:
-            g = _dual.unsqueeze(g, -1)
-        ga = gb = None
-        if self.next_edges[0] is not None:
-            b = self.other.unpack(self, create_graph)
-            if self.b_vec:
-                b = _dual.unsqueeze(b, -1)
-            ga = g @ _dual.swap_last(b)
-            if self.a_vec:
-                ga = _dual.reshape(ga, ga.shape[:-2] + ga.shape[-1:])
-        if self.next_edges[1] is not None:
-            a = self.self_.unpack(self, create_graph)
-            if self.a_vec:
-                a = _dual.unsqueeze(a, 0)
-            if self.fold:
-                rows = math.prod(a.shape[:-1])
-                a = _dual.reshape(a, (rows, a.shape[-1]))
-                g = _dual.reshape(g, (rows, g.shape[-1]))
-            gb = _dual.swap_last(a) @ g
-            if self.b_vec:
-                gb = _dual.reshape(gb, gb.shape[:-1])
-        return (ga, gb)
+def _nd_grad_a(g: Any, b: Any, a: Any, a_vec: bool, b_vec: bool, fold: bool) -> Any:
+    """d a = g b^T, batched; a vector b is a column, a vector a's gradient drops its row."""
+    if b_vec:
+        b = _dual.unsqueeze(b, -1)
+    ga = _as_matrices(g, a_vec, b_vec) @ _dual.swap_last(b)
+    if a_vec:
+        ga = _dual.reshape(ga, ga.shape[:-2] + ga.shape[-1:])
+    return ga
 
 
-class SqueezeBackward4(UnsafeViewBackward0):
-    """``(k,) @ (k, m)``."""
+def _nd_grad_b(g: Any, b: Any, a: Any, a_vec: bool, b_vec: bool, fold: bool) -> Any:
+    """d b = a^T g, batched; ``fold``: b has no batch dims, so a's batch folds into rows
+    (one (k, rows) @ (rows, m) product)."""
+    g = _as_matrices(g, a_vec, b_vec)
+    if a_vec:
+        a = _dual.unsqueeze(a, 0)
+    if fold:
+        rows = math.prod(a.shape[:-1])
+        a = _dual.reshape(a, (rows, a.shape[-1]))
+        g = _dual.reshape(g, (rows, g.shape[-1]))
+    gb = _dual.swap_last(a) @ g
+    if b_vec:
+        gb = _dual.reshape(gb, gb.shape[:-1])
+    return gb
 
-    __slots__ = ()
 
-
-# The node of each (a.ndim, b.ndim); any other case is UnsafeViewBackward0.
-_NODES: dict[tuple[int, int], type[_MatmulNode]] = {
-    (1, 1): DotBackward0, (2, 1): MvBackward0, (2, 2): MmBackward0, (1, 2): SqueezeBackward4,
-}
-
-
-class BmmBackward0(UnsafeViewBackward0):
-    """``bmm``: ``(B, n, k) @ (B, k, m)``."""
-
-    __slots__ = ()
+# Invariant: fold == (a.ndim > 2 and b.ndim <= 2): the batch dims are all a's.
+_ND_KEEPS = ("a_vec", "b_vec", "fold")
+UnsafeViewBackward0 = Rule(
+    "UnsafeViewBackward0", _nd_grad_a, _nd_grad_b, saves=_B_FIRST, keeps=_ND_KEEPS,
+    variant="matmul",
+    doc="Any other matmul: a 1-D operand made a matrix (a row for a, a column for b).")
+SqueezeBackward4 = Rule("SqueezeBackward4", _nd_grad_a, _nd_grad_b, saves=_B_FIRST,
+                        keeps=_ND_KEEPS, variant="matmul", doc="``(k,) @ (k, m)``.")
+BmmBackward0 = Rule("BmmBackward0", _nd_grad_a, _nd_grad_b, saves=_B_FIRST, keeps=_ND_KEEPS,
+                    doc="``bmm``: ``(B, n, k) @ (B, k, m)``.")
 
 
 def _dtype_error(a: Any, b: Any) -> RuntimeError:
@@ -201,21 +156,16 @@ def matmul(a: Tensor, b: Any) -> Tensor:
     edges = edges_of(a, other)
     if edges is None:
         return plain(data, dev)
-    node_cls = _NODES.get((ad.ndim, bd.ndim), UnsafeViewBackward0)
-    node = node_cls(edges)
-    if node_cls is DotBackward0 or node_cls is MvBackward0:  # PyTorch's order of saving
-        node.self_ = save(a) if edges[1] is not None else None
-        node.other = save(other) if edges[0] is not None else None
-    else:
-        node.other = save(other) if edges[0] is not None else None
-        node.self_ = save(a) if edges[1] is not None else None
-    if node_cls is MmBackward0:
+    dims = (ad.ndim, bd.ndim)
+    if dims == (2, 2):
         flags = bd.flags
-        node.b_transposed = flags.f_contiguous and not flags.c_contiguous
-    elif node_cls is UnsafeViewBackward0 or node_cls is SqueezeBackward4:
-        node.a_vec = ad.ndim == 1
-        node.b_vec = bd.ndim == 1
-        node.fold = ad.ndim > 2 and bd.ndim <= 2
+        node = MmBackward0.make(edges, (other, a), (flags.f_contiguous and not flags.c_contiguous,))
+    elif dims == (1, 1) or dims == (2, 1):
+        node = (DotBackward0 if dims == (1, 1) else MvBackward0).make(edges, (a, other))
+    else:
+        rule = SqueezeBackward4 if dims == (1, 2) else UnsafeViewBackward0
+        fold = ad.ndim > 2 and bd.ndim <= 2
+        node = rule.make(edges, (other, a), (ad.ndim == 1, bd.ndim == 1, fold))
     return record(node, data, dev)
 
 
@@ -263,10 +213,7 @@ def bmm(a: Tensor, mat2: Tensor) -> Tensor:
     edges = edges_of(a, b)
     if edges is None:
         return plain(data, dev)
-    node = BmmBackward0(edges)
-    node.other = save(b) if edges[0] is not None else None  # PyTorch's order of saving
-    node.self_ = save(a) if edges[1] is not None else None
-    node.a_vec = node.b_vec = node.fold = False
+    node = BmmBackward0.make(edges, (b, a), (False, False, False))
     return record(node, data, dev)
 
 

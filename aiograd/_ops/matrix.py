@@ -125,6 +125,7 @@ def _solve_grad(node: RuleNode, grads: list[Any], create_graph: bool, saved_a: S
     g = grads[0]
     if vector:
         g, x = _dual.unsqueeze(g, -1), _dual.unsqueeze(x, -1)
+    gb: Any  # an array, or a Tensor under create_graph (Note [Dual backward formulas])
     if type(a) is Tensor:
         gb = solve(a.mT, g)
     else:

@@ -25,7 +25,7 @@ from ._index_scatter import index_scatter_add
 from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
 from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule, RuleNode, Saved
 from .inplace import check_inplace, commit_inplace
-from .nn_ops import _reduction, check_target_shape, loss_target
+from .nn_ops import _reduction, check_arg_type, check_target_shape, loss_target
 
 # ---- dropout ----
 
@@ -52,8 +52,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,  # noqa: A002
     The input itself is returned when not ``training`` or ``p == 0`` (as PyTorch);
     otherwise ``input * mask`` (``MulBackward0``), or ``input.mul_(mask)`` in place.
     """
-    if not isinstance(p, numbers.Real):
-        raise TypeError(f"dropout(): argument 'p' must be float, not {type(p).__name__}")
+    check_arg_type("dropout", "p", p, numbers.Real, "float")
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:

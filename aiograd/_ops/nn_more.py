@@ -13,6 +13,7 @@ that of the other fused nodes records the ops of their formula (PyTorch records 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy
@@ -21,10 +22,10 @@ from .._tensor import Tensor, scalar_type_name
 from .._warn import warn_user
 from ..devices import device_of_array
 from ..grad_mode import no_grad
-from ..graph._node import Node
 from . import _dual
 from ._promote import promote_types
-from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+from ._record import check_same_device, edges_of, plain, save, tensor_arg
+from ._rule import SAVES_INPUT, SAVES_OUTPUT, Rule
 from .arithmetic import broadcast_error
 from .inplace import check_inplace, commit_inplace
 from .nn_extra import _check_float as check_float_kernel
@@ -82,116 +83,58 @@ def _check_float(kernel: str, t: Tensor) -> None:
 
 # ---- activations ----
 
-class _ActivationBackward(Node):
-    """d x = g * ``derivative(saved, *params)``; ``saved`` is the input (or the result,
-    for the nodes of in-place forms that say so)."""
-
-    __slots__ = ("saved", "params")
-
-    @staticmethod
-    def derivative(x: Any, *params: Any) -> Any:
-        raise NotImplementedError
+def _chain(derivative: Callable[..., Any]) -> Callable[..., Any]:
+    """The formula ``g * derivative(x, *params)`` of an activation whose node saves its input
+    (or, for the in-place forms that say so, its result) and keeps its params."""
 
     @numpy.errstate(all="ignore")  # See Note [Silent singular points] in _dual.
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (grads[0] * self.derivative(self.saved.unpack(self, create_graph), *self.params),)
+    def formula(g: Any, x: Any, *params: Any) -> Any:
+        return g * derivative(x, *params)
 
-    def release_variables(self) -> None:
-        self.saved.release()
-
-
-class SiluBackward0(_ActivationBackward):
-    """silu' = s (1 + x (1 - s)), s = sigmoid(x)."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def derivative(x: Any) -> Any:
-        s = _sigmoid(x)
-        return s * (x * (1 - s) + 1)
+    return formula
 
 
-class MishBackward0(_ActivationBackward):
-    """mish' = t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x))."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def derivative(x: Any) -> Any:
-        t = _dual.tanh(_softplus(x))
-        return t + x * _sigmoid(x) * (1 - t * t)
+def _silu_grad(x: Any) -> Any:
+    s = _sigmoid(x)
+    return s * (x * (1 - s) + 1)
 
 
-class EluBackward0(_ActivationBackward):
-    """elu' = 1 where x > 0, else alpha exp(x) (the exp of x only where x < 0: no
-    overflow, and a zero second derivative at 0, as PyTorch's)."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def derivative(x: Any, alpha: float) -> Any:
-        negative = _dual.exp(_dual.where(_dual.raw(x) < 0, x, 0.0)) * alpha
-        return _dual.where(_dual.raw(x) > 0, 1.0, negative)
+def _mish_grad(x: Any) -> Any:
+    t = _dual.tanh(_softplus(x))
+    return t + x * _sigmoid(x) * (1 - t * t)
 
 
-class EluBackward1(_ActivationBackward):
-    """EluBackward0 of the in-place form, from the result y: 1 where y > 0, else y + alpha
-    (alpha >= 0, so y has the input's sign); y enters only where y < 0, as PyTorch's."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def derivative(y: Any, alpha: float) -> Any:
-        return _dual.where(_dual.raw(y) > 0, 1.0, _dual.where(_dual.raw(y) < 0, y, 0.0) + alpha)
+def _elu_grad(x: Any, alpha: float) -> Any:
+    negative = _dual.exp(_dual.where(_dual.raw(x) < 0, x, 0.0)) * alpha
+    return _dual.where(_dual.raw(x) > 0, 1.0, negative)
 
 
-class SoftplusBackward0(_ActivationBackward):
-    """softplus' = 1 where beta x > threshold, else sigmoid(beta x)."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def derivative(x: Any, beta: float, threshold: float) -> Any:
-        bx = x * beta
-        return _dual.where(_dual.raw(bx) > threshold, 1.0, _sigmoid(bx))
+def _elu_result_grad(y: Any, alpha: float) -> Any:
+    return _dual.where(_dual.raw(y) > 0, 1.0, _dual.where(_dual.raw(y) < 0, y, 0.0) + alpha)
 
 
-class LogSigmoidBackward0(_ActivationBackward):
-    """logsigmoid' = sigmoid(-x)."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def derivative(x: Any) -> Any:
-        return _sigmoid(-x)
+def _softplus_grad(x: Any, beta: float, threshold: float) -> Any:
+    bx = x * beta
+    return _dual.where(_dual.raw(bx) > threshold, 1.0, _sigmoid(bx))
 
 
-class HardtanhBackward0(_ActivationBackward):
-    """d x = g strictly between min_val and max_val, else 0 (never NaN from g * 0).
-    ``saved`` is the input, or the result of the in-place form (inside the bounds
-    exactly where the input is). With ``create_graph`` it records a
-    HardtanhBackwardBackward0, as PyTorch's."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (hardtanh_backward(grads[0], self.saved.unpack(self, create_graph),
-                                  *self.params),)
-
-
-class HardtanhBackwardBackward0(_ActivationBackward):
-    """The node of ``hardtanh_backward(grad, x)``: piecewise constant in ``x``, so the
-    gradient is ``hardtanh_backward(gg, x)`` for ``grad`` and zeros for ``x``."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        gg = None
-        if edges[0] is not None:
-            gg = hardtanh_backward(g, self.saved.unpack(self, create_graph), *self.params)
-        return (gg, _dual.zeros_of(g) if edges[1] is not None else None)
+SiluBackward0 = Rule("SiluBackward0", _chain(_silu_grad), saves=SAVES_INPUT,
+                     doc="silu' = s (1 + x (1 - s)), s = sigmoid(x).")
+MishBackward0 = Rule("MishBackward0", _chain(_mish_grad), saves=SAVES_INPUT,
+                     doc="mish' = t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)).")
+EluBackward0 = Rule("EluBackward0", _chain(_elu_grad), saves=SAVES_INPUT, keeps=("alpha",),
+                    doc="elu' = 1 where x > 0, else alpha exp(x) (the exp of x only where x < 0: "
+                        "no overflow, and a zero second derivative at 0, as PyTorch's).")
+EluBackward1 = Rule("EluBackward1", _chain(_elu_result_grad), saves=SAVES_OUTPUT,
+                    keeps=("alpha",),
+                    doc="EluBackward0 of the in-place form, from the result y: 1 where y > 0, "
+                        "else y + alpha (alpha >= 0, so y has the input's sign); y enters only "
+                        "where y < 0, as PyTorch's.")
+SoftplusBackward0 = Rule("SoftplusBackward0", _chain(_softplus_grad), saves=SAVES_INPUT,
+                         keeps=("beta", "threshold"),
+                         doc="softplus' = 1 where beta x > threshold, else sigmoid(beta x).")
+LogSigmoidBackward0 = Rule("LogSigmoidBackward0", _chain(lambda x: _sigmoid(-x)),
+                           saves=SAVES_INPUT, doc="logsigmoid' = sigmoid(-x).")
 
 
 def hardtanh_backward(grad: Any, x: Any, min_val: float, max_val: float) -> Any:
@@ -201,42 +144,48 @@ def hardtanh_backward(grad: Any, x: Any, min_val: float, max_val: float) -> Any:
     if type(grad) is not Tensor:
         return _dual.xp_of(grad).where(inside, grad, 0)
     data = grad.device.xp.where(inside, grad.data, 0).astype(grad.dtype, copy=False)
-    edges = edges_of(grad, x)
-    if edges is None:
-        return plain(data, grad.device)
-    node = HardtanhBackwardBackward0(edges)
-    node.saved = save(x)
-    node.params = (min_val, max_val)
-    return record(node, data, grad.device)
+    return HardtanhBackwardBackward0.record((grad, x), data, grad.device, (x,),
+                                            (min_val, max_val))
 
 
-def _activation(input: Tensor, data: Any, node_cls: type[_ActivationBackward],  # noqa: A002
-                params: tuple[Any, ...], inplace: bool, saves_result: bool = False) -> Tensor:
-    """``data`` (computed from ``input``) as the result of ``node_cls``, or written into
+_HARDTANH_DOC = (
+    "d x = g strictly between min_val and max_val, else 0 (never NaN from g * 0). ``saved`` is "
+    "the input, or (variant 'in place') the result of the in-place form, inside the bounds "
+    "exactly where the input is. With ``create_graph`` it records a "
+    "HardtanhBackwardBackward0, as PyTorch's.")
+HardtanhBackward0 = Rule("HardtanhBackward0", hardtanh_backward, saves=SAVES_INPUT,
+                         keeps=("min_val", "max_val"), doc=_HARDTANH_DOC)
+HardtanhBackward0InPlace = Rule("HardtanhBackward0", hardtanh_backward, saves=SAVES_OUTPUT,
+                                keeps=("min_val", "max_val"), variant="in place",
+                                doc=_HARDTANH_DOC)
+HardtanhBackwardBackward0 = Rule(
+    "HardtanhBackwardBackward0", hardtanh_backward, lambda g, x, lo, hi: _dual.zeros_of(g),
+    saves=SAVES_INPUT, keeps=("min_val", "max_val"),
+    doc="The node of ``hardtanh_backward(grad, x)``: piecewise constant in ``x``, so the "
+        "gradient is ``hardtanh_backward(gg, x)`` for ``grad`` and zeros for ``x``.")
+
+
+def _activation(input: Tensor, data: Any, rule: Rule, params: tuple[Any, ...],  # noqa: A002
+                inplace: bool) -> Tensor:
+    """``data`` (computed from ``input``) as the result of ``rule``'s node, or written into
     ``input`` when ``inplace``; the node saves the input (in place: a clone of it made
-    before the write, or the result if ``saves_result``)."""
+    before the write, or the result if the rule saves its output)."""
     dev = input.device
-    edges = edges_of(input)
     if not inplace:
-        if edges is None:
-            return plain(data, dev)
-        node = node_cls(edges)
-        node.params = params
-        node.saved = save(input)
-        return record(node, data, dev)
+        return rule.record((input,), data, dev, (input,), params)
+    edges = edges_of(input)
     check_inplace(input, edges)
+    saves_result = rule.output_save is not None
     # PyTorch's original_self: a clone, recorded, so a create_graph backward reaches input
     original = None if edges is None or saves_result else input.clone()
     dev.xp.copyto(input.data, data, casting="unsafe")
     if edges is None:
         return commit_inplace(input, None)
-    node = node_cls(edges)
-    node.params = params
+    node = rule.make(edges, () if saves_result else (original,), params)
     commit_inplace(input, node)
     if saves_result:
-        node.saved = save(input, is_output=True) if input._base is None else save(input.detach())
-    else:
-        node.saved = save(original)
+        rule.set_output(
+            node, save(input, is_output=True) if input._base is None else save(input.detach()))
     return input
 
 
@@ -268,7 +217,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # 
                 "not supported. This is caused by calling in-place forward function with a "
                 "negative slope, please call out-of-place version instead."
             )
-        return _activation(input, data, EluBackward1, (alpha,), True, saves_result=True)
+        return _activation(input, data, EluBackward1, (alpha,), True)
     return _activation(input, data, EluBackward0, (alpha,), False)
 
 
@@ -299,8 +248,8 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,  # noqa
         raise ValueError("min_val cannot be greater than max_val")
     x = input.data
     data = input.device.xp.clip(x, min_val, max_val).astype(x.dtype, copy=False)
-    return _activation(input, data, HardtanhBackward0, (min_val, max_val), inplace,
-                       saves_result=inplace)
+    rule = HardtanhBackward0InPlace if inplace else HardtanhBackward0
+    return _activation(input, data, rule, (min_val, max_val), inplace)
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
@@ -320,118 +269,75 @@ def _mean_scale(n: int, reduction: str) -> float:
     return 1 / n if reduction == "mean" and n else 1
 
 
-class _PointwiseLossBackward(Node):
-    """A pointwise loss of (input, target) with an optional weight (which takes no
-    gradient); subclasses give ``input_grad`` and, unless it is its negation (a loss of
-    ``input - target``), ``target_grad`` per element."""
-
-    __slots__ = ("self_", "target", "weight", "params", "scale")
-
-    def target_grad(self, x: Any, t: Any, *params: Any) -> Any:
-        return -self.input_grad(x, t, *params)
-
-    def formula_params(self, create_graph: bool) -> tuple[Any, ...]:
-        return self.params
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.self_.unpack(self, create_graph)
-        t = self.target.unpack(self, create_graph)
-        params = self.formula_params(create_graph)
-        g = grads[0] * self.scale
-        if self.weight is not None:
-            g = g * self.weight.unpack(self, create_graph)
-        edges = self.next_edges
-        gx = g * self.input_grad(x, t, *params) if edges[0] is not None else None
-        gt = g * self.target_grad(x, t, *params) if edges[1] is not None else None
-        return (gx, gt)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.target.release()
-        if self.weight is not None:
-            self.weight.release()
+def _weighted(g: Any, weight: Any, scale: float) -> Any:
+    """A pointwise loss's ``g``: times ``scale`` (1 / N for the mean) and the weight, if any."""
+    g = g * scale
+    return g if weight is None else g * weight
 
 
-class BinaryCrossEntropyBackward0(_PointwiseLossBackward):
-    """d x = (x - t) / max(x (1 - x), 1e-12); d t = log(1 - x) - log(x)."""
-
-    __slots__ = ()
-
-    @staticmethod
-    @numpy.errstate(all="ignore")
-    def input_grad(x: Any, t: Any) -> Any:
-        return (x - t) / _clamp((1 - x) * x, 1e-12, None)
-
-    @staticmethod
-    @numpy.errstate(all="ignore")
-    def target_grad(x: Any, t: Any) -> Any:
-        return _dual.log(1 - x) - _dual.log(x)
+@numpy.errstate(all="ignore")
+def _bce_input_grad(g: Any, x: Any, t: Any, w: Any, scale: float) -> Any:
+    return _weighted(g, w, scale) * ((x - t) / _clamp((1 - x) * x, 1e-12, None))
 
 
-class BinaryCrossEntropyWithLogitsBackward0(_PointwiseLossBackward):
-    """With p = pos_weight (None: 1): d x = (p t + 1 - t) sigmoid(x) - p t;
-    d t = -x - (p - 1) logsigmoid(x)."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def input_grad(x: Any, t: Any, pos_weight: Tensor | None) -> Any:
-        if pos_weight is None:
-            return _sigmoid(x) - t
-        pt = t * pos_weight
-        return (pt + 1 - t) * _sigmoid(x) - pt
-
-    @staticmethod
-    def target_grad(x: Any, t: Any, pos_weight: Any) -> Any:
-        if pos_weight is None:
-            return -x
-        return -x - (pos_weight - 1) * _log_sigmoid(x)
-
-    def formula_params(self, create_graph: bool) -> tuple[Any, ...]:
-        """The saved pos_weight, unpacked as the formula's other values."""
-        pos_weight = self.params[0]
-        return (None if pos_weight is None else pos_weight.unpack(self, create_graph),)
-
-    def release_variables(self) -> None:
-        super().release_variables()
-        if self.params[0] is not None:
-            self.params[0].release()
+@numpy.errstate(all="ignore")
+def _bce_target_grad(g: Any, x: Any, t: Any, w: Any, scale: float) -> Any:
+    return _weighted(g, w, scale) * (_dual.log(1 - x) - _dual.log(x))
 
 
-class SmoothL1LossBackward0(_PointwiseLossBackward):
-    """d x = clamp((x - t) / beta, -1, 1); d t = -d x."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def input_grad(x: Any, t: Any, beta: float) -> Any:
-        return _clamp((x - t) / beta, -1.0, 1.0)
+def _bce_logits_input_grad(g: Any, pos_weight: Any, x: Any, t: Any, w: Any,
+                           scale: float) -> Any:
+    if pos_weight is None:
+        return _weighted(g, w, scale) * (_sigmoid(x) - t)
+    pt = t * pos_weight
+    return _weighted(g, w, scale) * ((pt + 1 - t) * _sigmoid(x) - pt)
 
 
-class HuberLossBackward0(_PointwiseLossBackward):
-    """d x = clamp(x - t, -delta, delta); d t = -d x."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def input_grad(x: Any, t: Any, delta: float) -> Any:
-        return _clamp(x - t, -delta, delta)
+def _bce_logits_target_grad(g: Any, pos_weight: Any, x: Any, t: Any, w: Any,
+                            scale: float) -> Any:
+    if pos_weight is None:
+        return _weighted(g, w, scale) * -x
+    return _weighted(g, w, scale) * (-x - (pos_weight - 1) * _log_sigmoid(x))
 
 
-def _record_loss(node_cls: type[_PointwiseLossBackward], input: Tensor,  # noqa: A002
-                 target: Tensor, weight: Tensor | None, params: tuple[Any, ...],
-                 losses: Any, reduction: str) -> Tensor:
-    """``losses`` reduced, recorded as ``node_cls`` over (input, target)."""
+def _smooth_l1_grad(g: Any, x: Any, t: Any, w: Any, scale: float, beta: float) -> Any:
+    return _weighted(g, w, scale) * _clamp((x - t) / beta, -1.0, 1.0)
+
+
+def _huber_grad(g: Any, x: Any, t: Any, w: Any, scale: float, delta: float) -> Any:
+    return _weighted(g, w, scale) * _clamp(x - t, -delta, delta)
+
+
+# The nodes of pointwise losses of (input, target) with an optional weight (which takes no
+# gradient), saved as PyTorch saves them; ``scale`` is 1 / N for the mean.
+_LOSS_SAVES = ("self_", "target", "weight")
+BinaryCrossEntropyBackward0 = Rule(
+    "BinaryCrossEntropyBackward0", _bce_input_grad, _bce_target_grad, saves=_LOSS_SAVES,
+    keeps=("scale",), doc="d x = (x - t) / max(x (1 - x), 1e-12); d t = log(1 - x) - log(x).")
+BinaryCrossEntropyWithLogitsBackward0 = Rule(
+    "BinaryCrossEntropyWithLogitsBackward0", _bce_logits_input_grad, _bce_logits_target_grad,
+    saves=("pos_weight",) + _LOSS_SAVES, keeps=("scale",),
+    doc="With p = pos_weight (None: 1): d x = (p t + 1 - t) sigmoid(x) - p t; "
+        "d t = -x - (p - 1) logsigmoid(x).")
+SmoothL1LossBackward0 = Rule(
+    "SmoothL1LossBackward0", _smooth_l1_grad,
+    lambda g, x, t, w, scale, beta: -_smooth_l1_grad(g, x, t, w, scale, beta),
+    saves=_LOSS_SAVES, keeps=("scale", "beta"),
+    doc="d x = clamp((x - t) / beta, -1, 1); d t = -d x.")
+HuberLossBackward0 = Rule(
+    "HuberLossBackward0", _huber_grad,
+    lambda g, x, t, w, scale, delta: -_huber_grad(g, x, t, w, scale, delta),
+    saves=_LOSS_SAVES, keeps=("scale", "delta"),
+    doc="d x = clamp(x - t, -delta, delta); d t = -d x.")
+
+
+def _record_loss(rule: Rule, input: Tensor, target: Tensor,  # noqa: A002
+                 saved: tuple[Tensor | None, ...], params: tuple[Any, ...], losses: Any,
+                 reduction: str) -> Tensor:
+    """``losses`` reduced, recorded as ``rule`` over (input, target), saving ``saved``."""
     data = _reduce(losses, reduction)
-    dev = input.device
-    edges = edges_of(input, target)
-    if edges is None:
-        return plain(data, dev)
-    node = node_cls(edges)
-    node.self_, node.target, node.weight = save(input), save(target), save(weight)
-    node.params = params
-    node.scale = _mean_scale(losses.size, reduction)
-    return record(node, data, dev)
+    return rule.record((input, target), data, input.device, saved,
+                       (_mean_scale(losses.size, reduction),) + params)
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
@@ -468,8 +374,8 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
         check_same_device(input, weight)
         weight = weight.expand(*numpy.broadcast_shapes(weight.shape, target.shape))
         losses = losses * weight.data
-    return _record_loss(BinaryCrossEntropyBackward0, input, target, weight, (),
-                        losses.astype(x.dtype, copy=False), reduction)
+    return _record_loss(BinaryCrossEntropyBackward0, input, target, (input, target, weight),
+                        (), losses.astype(x.dtype, copy=False), reduction)
 
 
 def binary_cross_entropy_with_logits(
@@ -508,8 +414,9 @@ def binary_cross_entropy_with_logits(
     shape = losses.shape
     if weight is not None and weight.shape != shape:
         weight = weight.expand(*shape)
-    return _record_loss(BinaryCrossEntropyWithLogitsBackward0, input, target, weight,
-                        (save(pos_weight),), losses.astype(t.dtype, copy=False), reduction)
+    return _record_loss(BinaryCrossEntropyWithLogitsBackward0, input, target,
+                        (pos_weight, input, target, weight), (),
+                        losses.astype(t.dtype, copy=False), reduction)
 
 
 def _pointwise_operands(name: str, input: Tensor, target: Tensor) -> tuple[Any, Any]:  # noqa: A002
@@ -537,7 +444,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, *, reduction: str = "mean",  #
     x, t = _pointwise_operands("smooth_l1_loss", input, target)
     z = input.device.xp.abs(x - t)
     losses = input.device.xp.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta)
-    return _record_loss(SmoothL1LossBackward0, input, target, None, (beta,),
+    return _record_loss(SmoothL1LossBackward0, input, target, (input, target, None), (beta,),
                         losses.astype(z.dtype, copy=False), reduction)
 
 
@@ -568,24 +475,23 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: 
     x, t = _pointwise_operands("huber_loss", input, target)
     z = input.device.xp.abs(x - t)
     losses = input.device.xp.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta))
-    return _record_loss(HuberLossBackward0, input, target, None, (delta,),
+    return _record_loss(HuberLossBackward0, input, target, (input, target, None), (delta,),
                         losses.astype(z.dtype, copy=False), reduction)
 
 
-class XlogyBackward0(Node):
-    """Of ``xlogy(t, t)`` (both edges to t): d self = g log(t) where t != 0 (else 0);
-    d other = g t / t."""
+@numpy.errstate(all="ignore")
+def _xlogy_self_grad(g: Any, t: Any) -> Any:
+    return _dual.where(_dual.raw(t) != 0, g * _dual.log(t), 0.0)
 
-    __slots__ = ("saved",)
 
-    @numpy.errstate(all="ignore")
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        t = self.saved.unpack(self, create_graph)
-        return (_dual.where(_dual.raw(t) != 0, g * _dual.log(t), 0.0), g * t / t)
+@numpy.errstate(all="ignore")
+def _xlogy_other_grad(g: Any, t: Any) -> Any:
+    return g * t / t
 
-    def release_variables(self) -> None:
-        self.saved.release()
+
+XlogyBackward0 = Rule("XlogyBackward0", _xlogy_self_grad, _xlogy_other_grad, saves=SAVES_INPUT,
+                      doc="Of ``xlogy(t, t)`` (both edges to t): d self = g log(t) where t != 0 "
+                          "(else 0); d other = g t / t.")
 
 
 @numpy.errstate(all="ignore")
@@ -593,12 +499,7 @@ def _xlogy_self(t: Tensor) -> Tensor:
     """``t log t``, 0 where t == 0 (NaN stays NaN): ``xlogy(t, t)`` (XlogyBackward0)."""
     x = t.data
     data = t.device.xp.where(x == 0, 0, x * t.device.xp.log(x)).astype(x.dtype, copy=False)
-    edges = edges_of(t, t)
-    if edges is None:
-        return plain(data, t.device)
-    node = XlogyBackward0(edges)
-    node.saved = save(t)
-    return record(node, data, t.device)
+    return XlogyBackward0.record((t, t), data, t.device, (t,))
 
 
 def kl_div(input: Tensor, target: Tensor, *, reduction: str = "mean",  # noqa: A002
@@ -695,17 +596,16 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     return ((x1 / norms[0]) * (x2 / norms[1])).sum(dim)
 
 
-class ConstantPadNdBackward0(Node):
-    """d x = the gradient with the padding cut off: ``pad(g, -pad)``."""
+def _constant_pad_grad(g: Any, pad: tuple[int, ...]) -> Any:
+    """The gradient with the padding cut off: ``pad(g, -pad)``."""
+    cut = tuple(-p for p in pad)
+    if type(g) is Tensor:
+        return constant_pad(g, cut, 0)
+    return _pad_array(g, cut, 0)
 
-    __slots__ = ("pad",)
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        negated = tuple(-p for p in self.pad)
-        g = grads[0]
-        if type(g) is Tensor:
-            return (constant_pad(g, negated, 0),)
-        return (_pad_array(g, negated, 0),)
+ConstantPadNdBackward0 = Rule("ConstantPadNdBackward0", _constant_pad_grad, keeps=("pad",),
+                              doc="See ``_constant_pad_grad``.")
 
 
 def _pad_array(x: Any, pad: tuple[int, ...], value: Any) -> Any:
@@ -732,33 +632,19 @@ def _pad_array(x: Any, pad: tuple[int, ...], value: Any) -> Any:
 
 def constant_pad(input: Tensor, pad: tuple[int, ...], value: Any) -> Tensor:  # noqa: A002
     """``pad(input, pad, 'constant', value)``, one ConstantPadNdBackward0."""
-    data = _pad_array(input.data, pad, value)
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = ConstantPadNdBackward0(edges)
-    node.pad = pad
-    return record(node, data, input.device)
+    return ConstantPadNdBackward0.record((input,), _pad_array(input.data, pad, value),
+                                         input.device, (), (pad,))
 
 
-class _IndexPadBackward(Node):
-    """The node of a reflection or replication pad (``scatters``: its gradient sums the
-    output positions into the input's, by one-hot matrices) or of that gradient (it gathers
-    again). ``axes``: (axis, output-to-input index, one-hot matrix) per padded dim. Its
-    create_graph gradient records its ``partner``, as PyTorch's."""
+# ---- trickier grads: reflection and replication pads ----
 
-    __slots__ = ("axes",)
-    scatters: bool
-    partner: type[_IndexPadBackward]
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_index_pad(grads[0], self.axes, self.scatters, self.partner),)
+PadAxes = tuple[tuple[int, Any, Any], ...]
 
 
-def _index_pad(x: Any, axes: tuple[tuple[int, Any, Any], ...], scatters: bool,
-               node_cls: type[_IndexPadBackward]) -> Any:
-    """``x`` gathered by the indices of ``axes`` (or, if ``scatters``, summed back by their
-    one-hot matrices): an array, or a Tensor whose result records ``node_cls``."""
+def _index_pad(x: Any, axes: PadAxes, scatters: bool, rule: Rule) -> Any:
+    """``x`` gathered by the indices of ``axes`` ((axis, output-to-input index, one-hot
+    matrix) per padded dim), or, if ``scatters``, summed back by their one-hot matrices:
+    an array, or a Tensor whose result records ``rule``."""
     data = _dual.raw(x)
     xp = _dual.xp_of(data)
     for axis, index, one_hot_matrix in axes:
@@ -770,33 +656,38 @@ def _index_pad(x: Any, axes: tuple[tuple[int, Any, Any], ...], scatters: bool,
     data = _dual.contiguous(data)
     if type(x) is not Tensor:
         return data
-    edges = edges_of(x)
-    if edges is None:
-        return plain(data, x.device)
-    node = node_cls(edges)
-    node.axes = axes
-    return record(node, data, x.device)
+    return rule.record((x,), data, x.device, (), (axes,))
 
 
-def _pad_node_classes() -> dict[tuple[str, int], type[_IndexPadBackward]]:
-    """PyTorch's nodes of ``pad`` in 'reflect' and 'replicate' mode, by (mode, dims), each
-    the partner of its ``...BackwardBackward0``."""
-    classes = {}
+def _index_pad_grad(rules: dict[tuple[str, int, bool], Rule], partner: tuple[str, int, bool],
+                    scatters: bool) -> Callable[[Any, PadAxes], Any]:
+    def formula(g: Any, axes: PadAxes) -> Any:
+        return _index_pad(g, axes, scatters, rules[partner])
+
+    return formula
+
+
+def _pad_rules() -> dict[tuple[str, int], Rule]:
+    """PyTorch's nodes of ``pad`` in 'reflect' and 'replicate' mode, by (mode, dims). The
+    gradient of the pad (a gather) sums the output positions into the input's, recording
+    the ``...BackwardBackward0`` node, whose gradient gathers again, recording the pad's."""
+    rules: dict[tuple[str, int, bool], Rule] = {}
     for mode, kind in (("reflect", "Reflection"), ("replicate", "Replication")):
         for k in (1, 2, 3):
-            name = f"{kind}Pad{k}DBackward"
-            forward = type(f"{name}0", (_IndexPadBackward,), {"__slots__": (), "scatters": True})
-            backward = type(f"{name}Backward0", (_IndexPadBackward,),
-                            {"__slots__": (), "scatters": False, "partner": forward})
-            forward.partner = backward
-            classes[mode, k] = forward
-    return classes
+            for scatters in (True, False):
+                name = f"{kind}Pad{k}DBackward{'' if scatters else 'Backward'}0"
+                grad = _index_pad_grad(rules, (mode, k, not scatters), scatters)
+                rules[mode, k, scatters] = Rule(
+                    name, grad, keeps=("axes",),
+                    doc=f"The node of a {mode} pad of {k} dims" if scatters else
+                        f"The node of the gradient of a {mode} pad of {k} dims")
+    return {(mode, k): rule for (mode, k, scatters), rule in rules.items() if scatters}
 
 
-_PAD_NODES = _pad_node_classes()
+_PAD_RULES = _pad_rules()
 
 
-def _index_pad_axes(input: Tensor, pad: tuple[int, ...], mode: str) -> Any:  # noqa: A002
+def _index_pad_axes(input: Tensor, pad: tuple[int, ...], mode: str) -> PadAxes:  # noqa: A002
     """Per padded dim: (axis, the input index of each output position, its one-hot
     matrix), on the input's device, after PyTorch's checks of ``mode``'s padding."""
     k = len(pad) // 2
@@ -864,4 +755,4 @@ def pad(input: Tensor, pad: Any, mode: str = "constant",  # noqa: A002
     if mode == "circular":
         raise NotImplementedError("pad: mode 'circular' is not supported by aiograd")
     axes = _index_pad_axes(input, pad, mode)
-    return _index_pad(input, axes, False, _PAD_NODES[mode, len(axes)])
+    return _index_pad(input, axes, False, _PAD_RULES[mode, len(axes)])

@@ -29,16 +29,17 @@ from .._tensor import Tensor, cpp_type_name, scalar_type_name
 from .._warn import warn_user
 from ..devices import CPU, device_of_array
 from ..grad_mode import _grad_enabled
-from ..graph._node import Node
+from ..graph._saved import SavedTensor
 from . import _dual
 from ._promote import promote_types
-from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+from ._record import check_same_device, edges_of, plain, record, tensor_arg
+from ._rule import Rule, RuleNode, Saved
 from .arithmetic import broadcast_error
 from .reductions import as_array, normalize_dim
 from .unary import where
 
 _REDUCTIONS = ("mean", "sum", "none")
-_max_reduce = numpy.maximum.reduce
+_max_reduce: Any = numpy.maximum.reduce
 _NAN = float("nan")
 
 
@@ -54,7 +55,7 @@ def _reduction(reduction: Any) -> str:
         raise ValueError(
             f"{reduction} is not a valid value for reduction"
         )
-    return reduction
+    return str(reduction)
 
 
 def _reduce(losses: Any, reduction: str) -> Any:
@@ -69,32 +70,19 @@ def _reduce(losses: Any, reduction: str) -> Any:
 
 # ---- softmax / log_softmax ----
 
-class SoftmaxBackward0(Node):
-    """d x = y * (g - sum(g * y, dim)): saves the output y."""
-
-    __slots__ = ("result", "dim")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        y = self.result.unpack(self, create_graph)
-        return (y * (g - _dual.sum_dims(g * y, self.dim, keepdim=True)),)
-
-    def release_variables(self) -> None:
-        self.result.release()
+def _softmax_grad(g: Any, y: Any, dim: int | None) -> Any:
+    return y * (g - _dual.sum_dims(g * y, dim, keepdim=True))
 
 
-class LogSoftmaxBackward0(Node):
-    """d x = g - exp(y) * sum(g, dim): saves the output y."""
+def _log_softmax_grad(g: Any, y: Any, dim: int | None) -> Any:
+    return g - _dual.exp(y) * _dual.sum_dims(g, dim, keepdim=True)
 
-    __slots__ = ("result", "dim")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        y = self.result.unpack(self, create_graph)
-        return (g - _dual.exp(y) * _dual.sum_dims(g, self.dim, keepdim=True),)
-
-    def release_variables(self) -> None:
-        self.result.release()
+SoftmaxBackward0 = Rule("SoftmaxBackward0", _softmax_grad, saves=("result",), keeps=("dim",),
+                        doc="d x = y * (g - sum(g * y, dim)): saves the output y.")
+LogSoftmaxBackward0 = Rule("LogSoftmaxBackward0", _log_softmax_grad, saves=("result",),
+                           keeps=("dim",),
+                           doc="d x = g - exp(y) * sum(g, dim): saves the output y.")
 
 
 def _shifted(x: Any, dim: int | None) -> Any:
@@ -102,7 +90,7 @@ def _shifted(x: Any, dim: int | None) -> Any:
     return x - _max_dims(x, dim, keepdim=True)
 
 
-def _softmax_like(node_cls: type[Node], a: Tensor, dim: Any, log: bool) -> Tensor:
+def _softmax_like(rule: Rule, a: Tensor, dim: Any, log: bool) -> Tensor:
     d = normalize_dim(dim, a.ndim)
     axis = d if a.ndim else None  # a 0-d tensor is its own (only) slice
     xp = a.device.xp
@@ -117,14 +105,7 @@ def _softmax_like(node_cls: type[Node], a: Tensor, dim: Any, log: bool) -> Tenso
         else:
             data = e / _dual.sum_dims(e, axis, keepdim=True)
         data = _dual.contiguous(data)  # PyTorch's layout, whatever the input's
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = node_cls(edges)
-    node.dim = axis
-    out = record(node, data, a.device)
-    node.result = save(out, is_output=True)
-    return out
+    return rule.record((a,), data, a.device, (), (axis,))
 
 
 def _softmax_off_float(x: Any, axis: int | None, log: bool) -> Any:
@@ -162,30 +143,29 @@ def log_softmax(input: Tensor, dim: int, dtype: Any = None) -> Tensor:  # noqa: 
 
 # ---- linear ----
 
-class AddmmBackward0(Node):
-    """``x @ weight.T + bias`` for 2-D x, as one node (PyTorch's nn.Linear records the same).
+def _linear_input_grad(g: Any, x: Any, w: Any) -> Any:
+    return g @ w
 
-    d x = g W, d W = g^T x (row-major, like W), d bias = sum of g over rows.
-    Saves x only if W needs a gradient and W only if x does.
-    """
 
-    __slots__ = ("input", "weight")
+def _linear_weight_grad(g: Any, x: Any, w: Any) -> Any:
+    return _dual.swap_last(g) @ x
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        gx = gw = None
-        if edges[0] is not None:
-            gx = g @ self.weight.unpack(self, create_graph)
-        if edges[1] is not None:
-            gw = _dual.swap_last(g) @ self.input.unpack(self, create_graph)
-        gb = _dual.sum_dims(g, 0) if len(edges) == 3 and edges[2] is not None else None
-        return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
 
-    def release_variables(self) -> None:
-        for saved in (self.input, self.weight):
-            if saved is not None:
-                saved.release()
+def _linear_bias_grad(g: Any, x: Any, w: Any) -> Any:
+    return _dual.sum_dims(g, 0)
+
+
+_LINEAR_SAVES = (Saved("input", only_for=1), Saved("weight", only_for=0))
+_LINEAR_DOC = (
+    "``x @ weight.T + bias`` for 2-D x, as one node (PyTorch's nn.Linear records the same). "
+    "d x = g W, d W = g^T x (row-major, like W), d bias = sum of g over rows. Saves x only if "
+    "W needs a gradient and W only if x does.")
+# Variants: structure.py's addmm declares the plain AddmmBackward0.
+AddmmBackward0 = Rule("AddmmBackward0", _linear_input_grad, _linear_weight_grad,
+                      _linear_bias_grad, saves=_LINEAR_SAVES, variant="linear", doc=_LINEAR_DOC)
+AddmmBackward0NoBias = Rule("AddmmBackward0", _linear_input_grad, _linear_weight_grad,
+                            saves=_LINEAR_SAVES, variant="linear, no bias",
+                            doc="AddmmBackward0 of a linear without a bias: two edges.")
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:  # noqa: A002
@@ -225,13 +205,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     data = x @ w.T
     if b is not None:
         data += b  # the product is fresh: nobody else sees it
-    edges = edges_of(input, weight) if bias is None else edges_of(input, weight, bias)
-    if edges is None:
-        return plain(data, dev)
-    node = AddmmBackward0(edges)
-    node.input = save(input) if edges[1] is not None else None
-    node.weight = save(weight) if edges[0] is not None else None
-    return record(node, data, dev)
+    if bias is None:
+        return AddmmBackward0NoBias.record((input, weight), data, dev, (input, weight))
+    return AddmmBackward0.record((input, weight, bias), data, dev, (input, weight))
 
 
 def _check_linear_dtypes(x: Any, w: Any, b: Any) -> None:
@@ -311,20 +287,14 @@ def check_target_shape(shape: tuple[int, ...], target_shape: tuple[int, ...]) ->
         raise broadcast_error(shape, target_shape) from None
 
 
-class MseLossBackward0(Node):
-    """d input = 2 (input - target) g / N for the mean (N elements); d target = -d input."""
+def _mse_grad(g: Any, x: Any, t: Any, scale: float) -> Any:
+    return (x - t) * (g * scale)
 
-    __slots__ = ("self_", "target", "scale")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        diff = self.self_.unpack(self, create_graph) - self.target.unpack(self, create_graph)
-        grad = diff * (grads[0] * self.scale)
-        edges = self.next_edges
-        return (grad if edges[0] is not None else None, -grad if edges[1] is not None else None)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.target.release()
+MseLossBackward0 = Rule(
+    "MseLossBackward0", _mse_grad, lambda g, x, t, scale: -_mse_grad(g, x, t, scale),
+    saves=("self_", "target"), keeps=("scale",),
+    doc="d input = 2 (input - target) g / N for the mean (N elements); d target = -d input.")
 
 
 def loss_target(target: Any, fn: str) -> Tensor:
@@ -362,55 +332,12 @@ def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor: 
     diff = x - t
     losses = diff * diff
     data = _reduce(losses, reduction)
-    edges = edges_of(input, target)
-    if edges is None:
-        return plain(data, dev)
-    node = MseLossBackward0(edges)
-    node.self_ = save(input)
-    node.target = save(target)
     # An empty input has an empty gradient whatever the scale (its mean is nan, as PyTorch's).
-    node.scale = 2 / losses.size if reduction == "mean" and losses.size else 2
-    return record(node, data, dev)
+    scale = 2 / losses.size if reduction == "mean" and losses.size else 2
+    return MseLossBackward0.record((input, target), data, dev, (input, target), (scale,))
 
 
 # ---- cross_entropy ----
-
-class CrossEntropyLossBackward0(Node):
-    """See Note [Fused cross entropy]. ``probs`` is the (N, C) softmax of the logits."""
-
-    __slots__ = ("self_", "probs", "target", "reduction", "checked")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        target = self.target.unpack(self, False).reshape(-1)  # (N,): a 1-D input's is ()
-        n = target.shape[0]
-        checked = self.checked
-        if checked is not None:  # on a device: see Note [Device-side target checks]
-            target = checked.classes
-        if self.reduction == "none":
-            scale = _dual.reshape(g, (n, 1))
-        elif checked is not None and self.reduction == "mean":
-            scale = g / checked.count
-        else:
-            # An empty batch's gradient is empty: no ``/ 0`` (and its warning) for it.
-            scale = g / n if self.reduction == "mean" and n else g
-        if checked is not None:
-            scale = scale * checked.rows
-        rows = _dual.xp_of(target).arange(n)
-        if create_graph:
-            probs = softmax(self.self_.unpack(self, True), -1)
-            onehot = probs.device.xp.zeros((n, probs.shape[-1]), dtype=probs.dtype)
-            onehot[rows, target] = 1
-            return ((probs - onehot) * scale,)
-        grad = self.probs.unpack(self, False) * scale
-        grad[rows, target] -= scale[:, 0] if scale.ndim == 2 else scale
-        return (grad,)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.probs.release()
-        self.target.release()
-
 
 class _CheckedTargets(NamedTuple):
     """Targets checked on the device (Note [Device-side target checks]): ``classes`` (N,)
@@ -420,6 +347,46 @@ class _CheckedTargets(NamedTuple):
     classes: Any
     rows: Any
     count: Any
+
+
+# ---- trickier grads: the fused cross entropy ----
+
+def _cross_entropy_grad(node: RuleNode, grads: list[Any], create_graph: bool,
+                        saved_self: SavedTensor, saved_probs: SavedTensor,
+                        saved_target: SavedTensor, reduction: str,
+                        checked: _CheckedTargets | None) -> tuple[Any]:
+    """See Note [Fused cross entropy]: ``(probs - onehot(target)) * g`` (``/ N`` for the
+    mean); ``probs`` is the (N, C) softmax of the logits, recomputed from them under
+    ``create_graph``."""
+    g = grads[0]
+    target = saved_target.unpack(node, False).reshape(-1)  # (N,): a 1-D input's is ()
+    n = target.shape[0]
+    if checked is not None:  # on a device: see Note [Device-side target checks]
+        target = checked.classes
+    if reduction == "none":
+        scale = _dual.reshape(g, (n, 1))
+    elif checked is not None and reduction == "mean":
+        scale = g / checked.count
+    else:
+        # An empty batch's gradient is empty: no ``/ 0`` (and its warning) for it.
+        scale = g / n if reduction == "mean" and n else g
+    if checked is not None:
+        scale = scale * checked.rows
+    rows = _dual.xp_of(target).arange(n)
+    if create_graph:
+        probs = softmax(saved_self.unpack(node, True), -1)
+        onehot = probs.device.xp.zeros((n, probs.shape[-1]), dtype=probs.dtype)
+        onehot[rows, target] = 1
+        return ((probs - onehot) * scale,)
+    grad = saved_probs.unpack(node, False) * scale
+    grad[rows, target] -= scale[:, 0] if scale.ndim == 2 else scale
+    return (grad,)
+
+
+CrossEntropyLossBackward0 = Rule(
+    "CrossEntropyLossBackward0", whole=_cross_entropy_grad,
+    saves=("self_", "probs", "target"), keeps=("reduction", "checked"),
+    doc="See Note [Fused cross entropy] and ``_cross_entropy_grad``.")
 
 
 def _check_on_device(t: Any, c: int, ignore_index: int, dtype: Any) -> _CheckedTargets:
@@ -512,12 +479,10 @@ def cross_entropy(
     if edges is None:
         return plain(data, input.device)
     probs /= sums
-    node = CrossEntropyLossBackward0(edges)
-    node.self_ = save(input)
-    node.probs = save(Tensor._wrap(probs, input.device))
     # the target tensor itself, as PyTorch saves it: writing it in place later is caught
-    node.target = save(target if isinstance(target, Tensor) else Tensor._wrap(t, input.device))
-    node.reduction, node.checked = reduction, checked
+    saved_target = target if isinstance(target, Tensor) else Tensor._wrap(t, input.device)
+    node = CrossEntropyLossBackward0.make(
+        edges, (input, Tensor._wrap(probs, input.device), saved_target), (reduction, checked))
     return record(node, data, input.device)
 
 
@@ -525,16 +490,8 @@ def _cross_entropy(input: Tensor, target: Any, weight: Any, ignore_index: Any,  
                    reduction: str, label_smoothing: Any) -> Tensor:
     """cross_entropy off the fused path: PyTorch's log_softmax -> nll_loss graph and its terms."""
     _check_input("cross_entropy", input)
-    if not isinstance(ignore_index, numbers.Integral):
-        raise TypeError(
-            f"cross_entropy(): argument 'ignore_index' must be int, not "
-            f"{type(ignore_index).__name__}"
-        )
-    if not isinstance(label_smoothing, numbers.Real):
-        raise TypeError(
-            f"cross_entropy(): argument 'label_smoothing' must be float, not "
-            f"{type(label_smoothing).__name__}"
-        )
+    check_arg_type("cross_entropy", "ignore_index", ignore_index, numbers.Integral, "int")
+    check_arg_type("cross_entropy", "label_smoothing", label_smoothing, numbers.Real, "float")
     smoothing = label_smoothing > 0.0  # PyTorch ignores a negative one
     class_dim = 0 if input.ndim == 1 else 1
     if getattr(target, "shape", None) == input.shape:
@@ -604,43 +561,32 @@ def _cross_entropy_probs(input: Tensor, target: Any, weight: Any,  # noqa: A002
 
 # ---- nll_loss ----
 
-class NllLossBackward0(Node):
+def _nll_grad(g: Any, t: Any, w: Any, scale: float, n_classes: int) -> Any:
     """d input = -w[t] g (times ``1 / total_weight`` for the mean) at [i, t_i, ...], else 0.
-
-    ``target`` saves the class indices with every ignored entry set to -1, so
-    the ignored rows get no gradient. ``weight`` saves ``w[t]`` (of the
-    target's shape), or None for unit weights. Linear in g, so create_graph
-    needs nothing more.
-    """
-
-    __slots__ = ("target", "weight", "scale", "n_classes")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        t = self.target.unpack(self, False)
-        xp = _dual.xp_of(t)
-        values = grads[0] * self.scale
-        if self.weight is not None:
-            values = values * self.weight.unpack(self, False)
-        classes = xp.arange(self.n_classes)
-        if t.ndim:
-            classes = classes.reshape((self.n_classes,) + (1,) * (t.ndim - 1))
-            t = t.reshape((t.shape[0], 1) + t.shape[1:])
-            if getattr(values, "ndim", 0):
-                values = _dual.unsqueeze(values, 1)
-        if type(values) is Tensor:
-            return (where(classes == t, values, 0.0),)
-        return (xp.where(classes == t, values, 0),)
-
-    def release_variables(self) -> None:
-        self.target.release()
-        if self.weight is not None:
-            self.weight.release()
+    ``t``: the class indices with every ignored entry -1 (ignored rows get nothing);
+    ``w``: ``w[t]`` (of the target's shape), or None for unit weights. Linear in g."""
+    xp = _dual.xp_of(t)
+    values = g * scale
+    if w is not None:
+        values = values * w
+    classes = xp.arange(n_classes)
+    if t.ndim:
+        classes = classes.reshape((n_classes,) + (1,) * (t.ndim - 1))
+        t = t.reshape((t.shape[0], 1) + t.shape[1:])
+        if getattr(values, "ndim", 0):
+            values = _dual.unsqueeze(values, 1)
+    if type(values) is Tensor:
+        return where(classes == t, values, 0.0)
+    return xp.where(classes == t, values, 0)
 
 
-class NllLoss2DBackward0(NllLossBackward0):
-    """NllLossBackward0 for inputs of 3 or more dimensions (PyTorch's name for them)."""
-
-    __slots__ = ()
+_NLL_SAVES = (Saved("target", raw=True), Saved("weight", raw=True))
+NllLossBackward0 = Rule("NllLossBackward0", _nll_grad, saves=_NLL_SAVES,
+                        keeps=("scale", "n_classes"), doc="See ``_nll_grad``.")
+NllLoss2DBackward0 = Rule("NllLoss2DBackward0", _nll_grad, saves=_NLL_SAVES,
+                          keeps=("scale", "n_classes"),
+                          doc="NllLossBackward0 for inputs of 3 or more dimensions (PyTorch's "
+                              "name for them).")
 
 
 def check_no_grad_arg(fn: str, name: str, value: Any) -> None:
@@ -651,6 +597,14 @@ def check_no_grad_arg(fn: str, name: str, value: Any) -> None:
             f"The function '{fn}' is not differentiable with respect to argument '{name}'. "
             "This input cannot have requires_grad True."
         )
+
+
+def check_arg_type(fn: str, name: str, value: object, kind: type, expected: str) -> None:
+    """PyTorch's TypeError for the argument ``name`` of ``fn`` when ``value`` is not a
+    ``kind`` (a numbers ABC, ``expected`` in the message)."""
+    if not isinstance(value, kind):
+        raise TypeError(
+            f"{fn}(): argument '{name}' must be {expected}, not {type(value).__name__}")
 
 
 def _check_input(name: str, input: Any) -> None:  # noqa: A002
@@ -787,12 +741,10 @@ def _nll(input: Tensor, t: Any, w: Any, ignore_index: int, reduction: str) -> Te
     edges = edges_of(input)
     if edges is None:
         return plain(data, input.device)
-    node = (NllLossBackward0 if input.ndim < 3 else NllLoss2DBackward0)(edges)
-    hits = xp.where(valid, t.astype(numpy.int64, copy=False), -1)
-    node.target = save(Tensor._wrap(hits, input.device))
-    node.weight = None if wt is None else save(Tensor._wrap(wt, input.device))
-    node.scale = -scale
-    node.n_classes = x.shape[0 if input.ndim == 1 else 1]
+    hits = Tensor._wrap(xp.where(valid, t.astype(numpy.int64, copy=False), -1), input.device)
+    rule = NllLossBackward0 if input.ndim < 3 else NllLoss2DBackward0
+    node = rule.make(edges, (hits, None if wt is None else Tensor._wrap(wt, input.device)),
+                     (-scale, x.shape[0 if input.ndim == 1 else 1]))
     return record(node, data, input.device)
 
 
@@ -813,9 +765,6 @@ def nll_loss(
     """
     reduction = _reduction(reduction)
     _check_input("nll_loss", input)
-    if not isinstance(ignore_index, numbers.Integral):
-        raise TypeError(
-            f"nll_loss(): argument 'ignore_index' must be int, not {type(ignore_index).__name__}"
-        )
+    check_arg_type("nll_loss", "ignore_index", ignore_index, numbers.Integral, "int")
     t, w = _nll_checks("nll_loss", input, target, weight, ignore_index)
     return _nll(input, t, w, ignore_index, reduction)

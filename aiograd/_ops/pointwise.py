@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +49,6 @@ from ._record import (
     edges_of,
     plain,
     record,
-    save,
     scalar_or_tensor,
     tensor_arg,
 )
@@ -410,48 +410,34 @@ def nan_to_num_(a: Tensor, nan: float | None = 0.0, posinf: float | None = None,
 
 # ---- atan2 / hypot ----
 
-class Atan2Backward0(Node):
-    """``atan2(a, b)``: ``g b / (a^2 + b^2)`` and ``-g a / (a^2 + b^2)``, as PyTorch's, with
-    ``1 / (a^2 + b^2)`` taken as 0 where ``a^2 + b^2 == 0`` (both gradients 0 at the
+@numpy.errstate(all="ignore")  # a == b == 0. See Note [Silent singular points].
+def _atan2_recip(a: Any, b: Any) -> Any:
+    """``1 / (a^2 + b^2)``, taken as 0 where ``a^2 + b^2 == 0`` (both gradients 0 at the
     origin; a create_graph backward through the masked reciprocal is NaN there, as
     PyTorch's)."""
-
-    __slots__ = ("self_", "other")
-
-    @numpy.errstate(all="ignore")  # a == b == 0. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        a = self.self_.unpack(self, create_graph)
-        b = self.other.unpack(self, create_graph)
-        denom = a * a + b * b
-        recip = _dual.where(_dual.raw(denom) == 0, 0.0, 1 / denom)
-        edges = self.next_edges
-        return (g * b * recip if edges[0] is not None else None,
-                g * -a * recip if edges[1] is not None else None)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.other.release()
+    denom = a * a + b * b
+    return _dual.where(_dual.raw(denom) == 0, 0.0, 1 / denom)
 
 
-class HypotBackward0(Node):
-    """``hypot(a, b) = r``: ``g a / r`` and ``g b / r``, as PyTorch's; saves both inputs and
-    the result."""
+@numpy.errstate(all="ignore")  # r == 0. See Note [Silent singular points].
+def _hypot_grad(g: Any, x: Any, r: Any) -> Any:
+    return g * x / r
 
-    __slots__ = ("self_", "other", "result")
 
-    @numpy.errstate(all="ignore")  # r == 0. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        r = self.result.unpack(self, create_graph)
-        edges = self.next_edges
-        ga = g * self.self_.unpack(self, create_graph) / r if edges[0] is not None else None
-        gb = g * self.other.unpack(self, create_graph) / r if edges[1] is not None else None
-        return (ga, gb)
-
-    def release_variables(self) -> None:
-        for saved in (self.self_, self.other, self.result):
-            saved.release()
+Atan2Backward0 = Rule(
+    "Atan2Backward0",
+    lambda g, other, self_: g * other * _atan2_recip(self_, other),
+    lambda g, other, self_: g * -self_ * _atan2_recip(self_, other),
+    saves=("other", "self_"),
+    doc="``atan2(a, b)``: ``g b / (a^2 + b^2)`` and ``-g a / (a^2 + b^2)``, as PyTorch's "
+        "(see ``_atan2_recip``).")
+HypotBackward0 = Rule(
+    "HypotBackward0",
+    lambda g, other, self_, result: _hypot_grad(g, self_, result),
+    lambda g, other, self_, result: _hypot_grad(g, other, result),
+    saves=("other", "self_", "result"),
+    doc="``hypot(a, b) = r``: ``g a / r`` and ``g b / r``, as PyTorch's; saves both inputs "
+        "and the result.")
 
 
 def _apply_pair(ufunc: Any, a: Tensor, other: Tensor, x: Any, y: Any) -> Any:
@@ -471,12 +457,7 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
     dev = check_same_device(a, other)
     x, y = _promoted(a, other, true_divide=True)
     data = _apply_pair(dev.xp.arctan2, a, other, x, y)
-    edges = edges_of(a, other)
-    if edges is None:
-        return plain(data, dev)
-    node = Atan2Backward0(edges)
-    node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
-    return record(node, data, dev)
+    return Atan2Backward0.record((a, other), data, dev, (other, a))  # PyTorch's order of saving
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
@@ -488,14 +469,7 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
     if x.dtype.kind != "f":
         raise _not_implemented(f"hypot_{dev.type}", x.dtype)
     data = _apply_pair(dev.xp.hypot, a, other, x, y)
-    edges = edges_of(a, other)
-    if edges is None:
-        return plain(data, dev)
-    node = HypotBackward0(edges)
-    node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
-    out = record(node, data, dev)
-    node.result = save(out, is_output=True)
-    return out
+    return HypotBackward0.record((a, other), data, dev, (other, a))  # PyTorch's order of saving
 
 
 def atan2_(a: Tensor, other: Tensor) -> Tensor:
@@ -517,41 +491,25 @@ RemainderBackward0 = Rule("RemainderBackward0", identity,
                           doc="``remainder(x, number)``: the gradient passes through.")
 
 
-class FmodBackward1(Node):
-    """``fmod(a, b) = a - trunc(a / b) b``: ``g`` and ``-g trunc(a / b)``. The quotient is
-    piecewise constant: a raw array in the create_graph formula, as PyTorch's
-    ``div(rounding_mode=...)`` has a zero gradient."""
-
-    __slots__ = ("self_", "other")
-
-    @numpy.errstate(all="ignore")  # b == 0. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        gb = None
-        if edges[1] is not None:
-            a = _dual.raw(self.self_.unpack(self, False))
-            b = _dual.raw(self.other.unpack(self, False))
-            gb = -g * self._quotient(a, b)
-        return (g if edges[0] is not None else None, gb)
-
-    @staticmethod
-    def _quotient(a: Any, b: Any) -> Any:
-        return _dual.xp_of(a).trunc(a / b)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.other.release()
+@numpy.errstate(all="ignore")  # b == 0. See Note [Silent singular points].
+def _fmod_other_grad(g: Any, b: Any, a: Any) -> Any:
+    return -g * _dual.xp_of(a).trunc(a / b)
 
 
-class RemainderBackward1(FmodBackward1):
-    """``remainder(a, b) = a - floor(a / b) b``: ``g`` and ``-g floor(a / b)``."""
+@numpy.errstate(all="ignore")  # b == 0. See Note [Silent singular points].
+def _remainder_other_grad(g: Any, b: Any, a: Any) -> Any:
+    return -g * _dual.xp_of(a).floor_divide(a, b)
 
-    __slots__ = ()
 
-    @staticmethod
-    def _quotient(a: Any, b: Any) -> Any:
-        return _dual.xp_of(a).floor_divide(a, b)
+# The quotient is piecewise constant: raw arrays in the create_graph formula, as PyTorch's
+# ``div(rounding_mode=...)`` has a zero gradient.
+_MODULO_SAVES = (Saved("other", raw=True), Saved("self_", raw=True))
+FmodBackward1 = Rule("FmodBackward1", identity, _fmod_other_grad, saves=_MODULO_SAVES,
+                     doc="``fmod(a, b) = a - trunc(a / b) b``: ``g`` and ``-g trunc(a / b)``.")
+RemainderBackward1 = Rule("RemainderBackward1", identity, _remainder_other_grad,
+                          saves=_MODULO_SAVES,
+                          doc="``remainder(a, b) = a - floor(a / b) b``: ``g`` and "
+                              "``-g floor(a / b)``.")
 
 
 class _RemainderOfNumber(Node):
@@ -597,20 +555,12 @@ def _modulo(name: str, kernel: Callable[[Any, Any], Any], a: Any, other: Any) ->
         raise _not_implemented(f"{name}_{dev.type}", x.dtype)
     if x.dtype.kind in "iu" and not dev.xp.all(y != 0):
         raise RuntimeError("ZeroDivisionError")
-    if type(other) is Tensor:
-        data = _apply_pair(kernel, a, other, x, y)
-        edges = edges_of(a, other)
-    else:
-        data = _dual.quietly(kernel, x, y)
-        edges = edges_of(a)
-    if edges is None:
-        return plain(data, dev)
     if type(other) is not Tensor:
-        return record((FmodBackward0 if name == "fmod" else RemainderBackward0).make(edges),
-                      data, dev)
-    node = (FmodBackward1 if name == "fmod" else RemainderBackward1)(edges)
-    node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
-    return record(node, data, dev)
+        rule = FmodBackward0 if name == "fmod" else RemainderBackward0
+        return rule.unary(a, _dual.quietly(kernel, x, y))
+    data = _apply_pair(kernel, a, other, x, y)
+    rule = FmodBackward1 if name == "fmod" else RemainderBackward1
+    return rule.record((a, other), data, dev, (other, a))  # PyTorch's order of saving
 
 
 def _remainder_of_number(number: Any, t: Tensor) -> Tensor:
@@ -657,53 +607,33 @@ def remainder_(a: Tensor, other: Any) -> Tensor:
 
 # ---- fmax / fmin ----
 
-class FmaxBackward0(Node):
-    """``fmax(a, b)``: the gradient goes to ``a`` where ``a >= b`` or ``b`` is NaN, to ``b``
-    elsewhere (ties go to ``a``, as PyTorch's)."""
+def _fextremum_rule(name: str, wins: Callable[[Any, Any], Any], doc: str) -> Rule:
+    """``fmax`` (``fmin``): the gradient goes to ``a`` where ``wins(a, b)`` or ``b`` is NaN,
+    to ``b`` elsewhere (ties go to ``a``, as PyTorch's). The masks come from raw arrays."""
 
-    __slots__ = ("self_", "other")
+    def to_a(a: Any, b: Any) -> Any:
+        return wins(a, b) | _dual.xp_of(b).isnan(b)
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        a = _dual.raw(self.self_.unpack(self, False))
-        b = _dual.raw(self.other.unpack(self, False))
-        to_a = self._wins(a, b) | _dual.xp_of(b).isnan(b)
-        edges = self.next_edges
-        return (_dual.where(to_a, g, 0) if edges[0] is not None else None,
-                _dual.where(to_a, 0, g) if edges[1] is not None else None)
-
-    @staticmethod
-    def _wins(a: Any, b: Any) -> Any:
-        return a >= b
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.other.release()
+    return Rule(name,
+                lambda g, other, self_: _dual.where(to_a(self_, other), g, 0),
+                lambda g, other, self_: _dual.where(to_a(self_, other), 0, g),
+                saves=(Saved("other", raw=True), Saved("self_", raw=True)), doc=doc)
 
 
-class FminBackward0(FmaxBackward0):
-    """``fmin(a, b)``: the gradient goes to ``a`` where ``a <= b`` or ``b`` is NaN."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def _wins(a: Any, b: Any) -> Any:
-        return a <= b
+FmaxBackward0 = _fextremum_rule("FmaxBackward0", operator.ge,
+                                "``fmax(a, b)``: to ``a`` where ``a >= b`` or ``b`` is NaN.")
+FminBackward0 = _fextremum_rule("FminBackward0", operator.le,
+                                "``fmin(a, b)``: to ``a`` where ``a <= b`` or ``b`` is NaN.")
 
 
-def _fextremum(name: str, node_cls: type[FmaxBackward0]) -> Callable[[Tensor, Tensor], Tensor]:
+def _fextremum(name: str, rule: Rule) -> Callable[[Tensor, Tensor], Tensor]:
     def fextremum(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
         a = tensor_arg(input, name, "input", 1)
         other = tensor_arg(other, name, "other", 2)
         dev = check_same_device(a, other)
         x, y = _promoted(a, other)
         data = _apply_pair(getattr(dev.xp, name), a, other, x, y)
-        edges = edges_of(a, other)
-        if edges is None:
-            return plain(data, dev)
-        node = node_cls(edges)
-        node.other, node.self_ = save(other), save(a)  # PyTorch's order of saving
-        return record(node, data, dev)
+        return rule.record((a, other), data, dev, (other, a))  # PyTorch's order of saving
 
     fextremum.__name__ = name
     fextremum.__doc__ = (f"Elementwise {name[1:]} of two tensors (broadcast), ignoring NaN: "
@@ -717,38 +647,16 @@ fmin = _fextremum("fmin", FminBackward0)
 
 # ---- lerp ----
 
-class LerpBackward0(Node):
-    """``lerp(a, b, w)`` for a number ``w``: ``g (1 - w)`` and ``g w``."""
-
-    __slots__ = ("weight",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        w = self.weight
-        edges = self.next_edges
-        return (g * (1 - w) if edges[0] is not None else None,
-                g * w if edges[1] is not None else None)
-
-
-class LerpBackward1(Node):
-    """``lerp(a, b, w)`` for a tensor ``w``: ``g (1 - w)``, ``g w`` and ``g (b - a)``."""
-
-    __slots__ = ("self_", "end", "weight")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        w = self.weight.unpack(self, create_graph)
-        edges = self.next_edges
-        ga = g * (1 - w) if edges[0] is not None else None
-        gb = g * w if edges[1] is not None else None
-        gw = None
-        if edges[2] is not None:
-            gw = g * (self.end.unpack(self, create_graph) - self.self_.unpack(self, create_graph))
-        return (ga, gb, gw)
-
-    def release_variables(self) -> None:
-        for saved in (self.self_, self.end, self.weight):
-            saved.release()
+LerpBackward0 = Rule("LerpBackward0", lambda g, weight: g * (1 - weight),
+                     lambda g, weight: g * weight, keeps=("weight",),
+                     doc="``lerp(a, b, w)`` for a number ``w``: ``g (1 - w)`` and ``g w``.")
+LerpBackward1 = Rule(
+    "LerpBackward1",
+    lambda g, end, self_, weight: g * (1 - weight),
+    lambda g, end, self_, weight: g * weight,
+    lambda g, end, self_, weight: g * (end - self_),
+    saves=("end", "self_", "weight"),  # PyTorch's order of saving
+    doc="``lerp(a, b, w)`` for a tensor ``w``: ``g (1 - w)``, ``g w`` and ``g (b - a)``.")
 
 
 def _lerp_data(x: Any, y: Any, w: Any) -> Any:
@@ -787,26 +695,18 @@ def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:  # noqa: A002
     if isinstance(weight, Tensor):
         check_same_device(a, weight)
         w = weight.data.astype(ot, copy=False)
-        shapes = (x.shape, y.shape, w.shape)
-        edges = edges_of(a, end, weight)
+        shapes: tuple[tuple[int, ...], ...] = (x.shape, y.shape, w.shape)
     else:
         w = ot.type(weight)
         shapes = (x.shape, y.shape)
-        edges = edges_of(a, end)
     try:
         numpy.broadcast_shapes(*shapes)
     except ValueError:
         raise broadcast_error_among(*shapes) from None
     data = _lerp_data(x, y, w).astype(a.dtype, copy=False)
-    if edges is None:
-        return plain(data, dev)
     if isinstance(weight, Tensor):
-        node = LerpBackward1(edges)
-        node.self_, node.end, node.weight = save(a), save(end), save(weight)
-    else:
-        node = LerpBackward0(edges)
-        node.weight = float(weight)
-    return record(node, data, dev)
+        return LerpBackward1.record((a, end, weight), data, dev, (end, a, weight))
+    return LerpBackward0.record((a, end), data, dev, (), (float(weight),))
 
 
 def lerp_(a: Tensor, end: Tensor, weight: Any) -> Tensor:
@@ -817,42 +717,27 @@ def lerp_(a: Tensor, end: Tensor, weight: Any) -> Tensor:
 
 # ---- addcmul / addcdiv ----
 
-class AddcmulBackward0(Node):
-    """``a + v t1 t2``: ``g``, ``g (t2 v)`` and ``g (t1 v)``; saves the tensor each
-    gradient needs."""
-
-    __slots__ = ("tensor1", "tensor2", "value")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        v = self.value
-        edges = self.next_edges
-        g1 = g * (self.tensor2.unpack(self, create_graph) * v) if edges[1] is not None else None
-        g2 = g * (self.tensor1.unpack(self, create_graph) * v) if edges[2] is not None else None
-        return (g if edges[0] is not None else None, g1, g2)
-
-    def release_variables(self) -> None:
-        for saved in (self.tensor1, self.tensor2):
-            if saved is not None:
-                saved.release()
+@numpy.errstate(all="ignore")  # t2 == 0. See Note [Silent singular points].
+def _addcdiv_tensor1_grad(g: Any, t1: Any, t2: Any, v: Any) -> Any:
+    return g * (v / t2)
 
 
-class AddcdivBackward0(AddcmulBackward0):
-    """``a + v t1 / t2``: ``g``, ``g (v / t2)`` and ``-g (v t1 / t2^2)``, as PyTorch's."""
+@numpy.errstate(all="ignore")  # t2 == 0. See Note [Silent singular points].
+def _addcdiv_tensor2_grad(g: Any, t1: Any, t2: Any, v: Any) -> Any:
+    return -g * (v * t1 / (t2 * t2))
 
-    __slots__ = ()
 
-    @numpy.errstate(all="ignore")  # t2 == 0. See Note [Silent singular points].
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        v = self.value
-        edges = self.next_edges
-        t2 = self.tensor2.unpack(self, create_graph)
-        g1 = g * (v / t2) if edges[1] is not None else None
-        g2 = None
-        if edges[2] is not None:
-            g2 = -g * (v * self.tensor1.unpack(self, create_graph) / (t2 * t2))
-        return (g if edges[0] is not None else None, g1, g2)
+# addcmul saves the tensor each gradient needs; addcdiv both (its tensor1's reads tensor2).
+AddcmulBackward0 = Rule(
+    "AddcmulBackward0", identity,
+    lambda g, t1, t2, v: g * (t2 * v),
+    lambda g, t1, t2, v: g * (t1 * v),
+    saves=(Saved("tensor1", only_for=2), Saved("tensor2", only_for=1)), keeps=("value",),
+    doc="``a + v t1 t2``: ``g``, ``g (t2 v)`` and ``g (t1 v)``.")
+AddcdivBackward0 = Rule(
+    "AddcdivBackward0", identity, _addcdiv_tensor1_grad, _addcdiv_tensor2_grad,
+    saves=("tensor1", "tensor2"), keeps=("value",),
+    doc="``a + v t1 / t2``: ``g``, ``g (v / t2)`` and ``-g (v t1 / t2^2)``, as PyTorch's.")
 
 
 _ADDCDIV_INTEGER_ERROR = (
@@ -866,7 +751,7 @@ _ADDCDIV_INTEGER_ERROR = (
 
 
 def _addc(name: str, input: Tensor, tensor1: Tensor, tensor2: Tensor, value: Any,  # noqa: A002
-          node_cls: type[AddcmulBackward0]) -> Tensor:
+          rule: Rule) -> Tensor:
     """``input + value * tensor1 (* or /) tensor2`` in their result type (``value`` does not
     promote: an integer result truncates it), as PyTorch's kernel computes it."""
     a = tensor_arg(input, name, "input", 1)
@@ -876,7 +761,7 @@ def _addc(name: str, input: Tensor, tensor1: Tensor, tensor2: Tensor, value: Any
         raise TypeError(f"{name}(): argument 'value' must be Number, not {type(value).__name__}")
     dev = check_same_device(a, t1)
     check_same_device(a, t2)
-    divides = node_cls is AddcdivBackward0
+    divides = rule is AddcdivBackward0
     if divides and t1.dtype.kind in "biu" and t2.dtype.kind in "biu":
         raise RuntimeError(_ADDCDIV_INTEGER_ERROR)
     rt = result_type(a, t1, t2)
@@ -890,14 +775,7 @@ def _addc(name: str, input: Tensor, tensor1: Tensor, tensor2: Tensor, value: Any
     except ValueError:
         raise broadcast_error_among(x.shape, y.shape, z.shape) from None
     data = (x + _dual.quietly(_addc_term, v, y, z, divides)).astype(rt, copy=False)
-    edges = edges_of(a, t1, t2)
-    if edges is None:
-        return plain(data, dev)
-    node = node_cls(edges)
-    node.value = value
-    node.tensor1 = save(t1) if divides or edges[2] is not None else None
-    node.tensor2 = save(t2) if divides or edges[1] is not None else None
-    return record(node, data, dev)
+    return rule.record((a, t1, t2), data, dev, (t1, t2), (value,))
 
 
 def _addc_term(v: Any, y: Any, z: Any, divides: bool) -> Any:

@@ -22,10 +22,11 @@ from typing import Any, NamedTuple
 
 import numpy
 
+from .._broadcast import sum_dims
 from .._tensor import Tensor, _resolve_dtype, float32, int64, scalar_type_name
-from ..graph._node import Node
 from . import _dual
-from ._record import edges_of, plain, record, save
+from ._record import edges_of, plain
+from ._rule import Rule, Saved
 
 __all__ = ["ValuesIndices", "as_array", "normalize_dim", "reduction_dims"]
 
@@ -73,13 +74,21 @@ def _kept(x: Any, kept_shape: tuple[int, ...]) -> Any:
     return x if x.shape == kept_shape else _dual.reshape(x, kept_shape)
 
 
+def _given_dtype(dtype: Any, name: str) -> numpy.dtype:
+    """The ``dtype=`` argument of ``name``, given (not None), resolved."""
+    dt = _resolve_dtype(dtype)
+    if dt is None:
+        raise TypeError(f"{name}(): dtype must be a dtype, not None")
+    return dt
+
+
 def _cast_dtype(a: Tensor, dtype: Any, name: str) -> numpy.dtype:
     """The ``dtype=`` argument of ``name`` resolved; PyTorch casts the input to it first.
 
     An integer result cannot carry a gradient: PyTorch refuses one when ``a``
     requires grad (in grad mode).
     """
-    dt = _resolve_dtype(dtype)
+    dt = _given_dtype(dtype, name)
     if dt.kind != "f":
         if name == "mean":
             raise RuntimeError(
@@ -104,44 +113,29 @@ def _invalid_keepdim(name: str, keepdim: Any, signatures: str) -> TypeError:
 
 # ---- sum / mean ----
 
-class SumBackward0(Node):
-    """Expands the gradient back to ``self_shape``.
-
-    Invariant: ``kept_shape`` is ``self_shape`` with every reduced dim set to 1.
-    """
-
-    __slots__ = ("self_shape", "kept_shape")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if g.shape != self.kept_shape:
-            g = _dual.reshape(g, self.kept_shape)
-        return (_dual.expand(g, self.self_shape),)
+def _expand_back(g: Any, self_shape: tuple[int, ...], kept_shape: tuple[int, ...]) -> Any:
+    """``g`` reshaped to ``kept_shape`` and expanded back to ``self_shape`` (a view)."""
+    if g.shape != kept_shape:
+        g = _dual.reshape(g, kept_shape)
+    return _dual.expand(g, self_shape)
 
 
-class SumBackward1(SumBackward0):
-    """``sum(dim=...)``."""
-
-    __slots__ = ()
-
-
-class MeanBackward0(SumBackward0):
-    """Divides the gradient by ``count`` and expands it.
-
-    Invariant: ``count >= 1``; an empty input keeps 1 (its gradient is empty
-    whatever the divisor, and ``g / 0`` would make NumPy warn).
-    """
-
-    __slots__ = ("count",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return super().apply([grads[0] / self.count], create_graph)
+def _mean_grad(g: Any, self_shape: tuple[int, ...], kept_shape: tuple[int, ...],
+               count: int) -> Any:
+    return _expand_back(g / count, self_shape, kept_shape)
 
 
-class MeanBackward1(MeanBackward0):
-    """``mean(dim=...)``."""
-
-    __slots__ = ()
+# Invariants: ``kept_shape`` is ``self_shape`` with every reduced dim set to 1; ``count >= 1``
+# (an empty input keeps 1: its gradient is empty whatever the divisor, and ``g / 0`` would
+# make NumPy warn).
+_SUM_KEEPS = ("self_shape", "kept_shape")
+SumBackward0 = Rule("SumBackward0", _expand_back, keeps=_SUM_KEEPS,
+                    doc="Expands the gradient back to ``self_shape``.")
+SumBackward1 = Rule("SumBackward1", _expand_back, keeps=_SUM_KEEPS, doc="``sum(dim=...)``.")
+MeanBackward0 = Rule("MeanBackward0", _mean_grad, keeps=_SUM_KEEPS + ("count",),
+                     doc="Divides the gradient by ``count`` and expands it.")
+MeanBackward1 = Rule("MeanBackward1", _mean_grad, keeps=_SUM_KEEPS + ("count",),
+                     doc="``mean(dim=...)``.")
 
 
 def _reduce(a: Tensor, dim: Any, keepdim: bool, is_mean: bool, dtype: Any = None) -> Tensor:
@@ -163,36 +157,26 @@ def _reduce(a: Tensor, dim: Any, keepdim: bool, is_mean: bool, dtype: Any = None
     else:
         data = x.sum(axis=dims, keepdims=keepdim)
     data = as_array(data)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
     full = dim is None and not keepdim
+    kept = _kept_shape(x.shape, dims)
     if is_mean:
-        node = (MeanBackward0 if full else MeanBackward1)(edges)
-        node.count = math.prod(x.shape[d] for d in dims) or 1
-    else:
-        node = (SumBackward0 if full else SumBackward1)(edges)
-    node.self_shape = x.shape
-    node.kept_shape = _kept_shape(x.shape, dims)
-    return record(node, data, a.device)
+        count = math.prod(x.shape[d] for d in dims) or 1
+        rule = MeanBackward0 if full else MeanBackward1
+        return rule.record((a,), data, a.device, (), (x.shape, kept, count))
+    rule = SumBackward0 if full else SumBackward1
+    return rule.record((a,), data, a.device, (), (x.shape, kept))
 
 
-class NansumBackward0(Node):
-    """The gradient expanded back, zero where the input is NaN: saves the input.
+def _nansum_grad(g: Any, x: Any, kept_shape: tuple[int, ...]) -> Any:
+    g = _dual.expand(_kept(g, kept_shape), x.shape)
+    numbers_ = _dual.raw(x) == _dual.raw(x)  # False at NaN
+    return _dual.where(numbers_, g, 0.0)
 
-    Invariant: ``kept_shape`` is the input's shape with every reduced dim set to 1.
-    """
 
-    __slots__ = ("saved", "kept_shape")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.saved.unpack(self, create_graph)
-        g = _dual.expand(_kept(grads[0], self.kept_shape), x.shape)
-        numbers_ = _dual.raw(x) == _dual.raw(x)  # False at NaN
-        return (_dual.where(numbers_, g, 0.0),)
-
-    def release_variables(self) -> None:
-        self.saved.release()
+# Invariant: ``kept_shape`` is the input's shape with every reduced dim set to 1.
+NansumBackward0 = Rule("NansumBackward0", _nansum_grad, saves=("saved",), keeps=("kept_shape",),
+                       doc="The gradient expanded back, zero where the input is NaN: saves "
+                           "the input.")
 
 
 def nansum(a: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
@@ -204,13 +188,7 @@ def nansum(a: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = No
     if x.dtype.kind in "biu":  # no NaN: a plain sum, with PyTorch's int64 accumulation
         return _reduce(a, dim, keepdim, False, dtype)
     data = as_array(a.device.xp.nansum(x, axis=dims, keepdims=keepdim))
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = NansumBackward0(edges)
-    node.saved = save(a)
-    node.kept_shape = _kept_shape(x.shape, dims)
-    return record(node, data, a.device)
+    return NansumBackward0.record((a,), data, a.device, (a,), (_kept_shape(x.shape, dims),))
 
 
 @numpy.errstate(all="ignore")  # 0 / 0
@@ -242,54 +220,46 @@ class ValuesIndices(NamedTuple):
     indices: Tensor
 
 
-class MaxBackward1(Node):
-    """Full max: the gradient is split evenly among the elements equal to the result
-    (among the NaNs when the result is NaN, as PyTorch's ``evenly_distribute_backward``)."""
-
-    __slots__ = ("self_", "result")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.self_.unpack(self, False)
-        result = self.result.unpack(self, False)
-        xp = _dual.xp_of(x)
-        mask = xp.isnan(x) if bool(xp.isnan(result)) else x == result
-        weights = mask.astype(x.dtype) / mask.sum(dtype=x.dtype)
-        return (grads[0] * weights,)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.result.release()
+def evenly_distribute_grad(g: Any, x: Any, result: Any) -> Any:
+    """A full max (min, median): ``g`` split evenly among the elements equal to the result
+    (among the NaNs when the result is NaN), PyTorch's ``evenly_distribute_backward``.
+    ``x`` and ``result`` are raw arrays: the split is piecewise constant in them."""
+    xp = _dual.xp_of(x)
+    mask = xp.isnan(x) if bool(xp.isnan(result)) else x == result
+    weights = mask.astype(x.dtype) / mask.sum(dtype=x.dtype)
+    return g * weights
 
 
-class MinBackward1(MaxBackward1):
-    __slots__ = ()
+def value_selecting_grad(g: Any, indices: Any, dim: int, keepdim: bool,
+                         self_shape: tuple[int, ...]) -> Any:
+    """Max (min, kthvalue, median) over ``dim``: the whole gradient goes to the index
+    returned (``indices``, a raw array)."""
+    if not self_shape:  # a 0-d input is its own max
+        return g
+    if not keepdim:
+        g = _dual.unsqueeze(g, dim)
+        indices = _dual.xp_of(indices).expand_dims(indices, dim)
+    n = self_shape[dim]
+    positions = _dual.xp_of(indices).arange(n).reshape(
+        tuple(n if i == dim else 1 for i in range(len(self_shape)))
+    )
+    return _dual.where(positions == indices, g, 0)
 
 
-class MaxBackward0(Node):
-    """Max over ``dim``: the whole gradient goes to the index returned."""
+#: The saves of a full max: the input and the result, as raw arrays.
+EVENLY_SAVES = (Saved("self_", raw=True), Saved("result", output=True, raw=True))
+#: The saves and keeps of a value-selecting node over ``dim``.
+SELECTING_SAVES = (Saved("indices", raw=True),)
+SELECTING_KEEPS = ("dim", "keepdim", "self_shape")
 
-    __slots__ = ("indices", "dim", "keepdim", "self_shape")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        idx = self.indices.unpack(self, False)
-        if not self.self_shape:  # a 0-d input is its own max
-            return (g,)
-        if not self.keepdim:
-            g = _dual.unsqueeze(g, self.dim)
-            idx = _dual.xp_of(idx).expand_dims(idx, self.dim)
-        n = self.self_shape[self.dim]
-        positions = _dual.xp_of(idx).arange(n).reshape(
-            tuple(n if i == self.dim else 1 for i in range(len(self.self_shape)))
-        )
-        return (_dual.where(positions == idx, g, 0),)
-
-    def release_variables(self) -> None:
-        self.indices.release()
-
-
-class MinBackward0(MaxBackward0):
-    __slots__ = ()
+MaxBackward1 = Rule("MaxBackward1", evenly_distribute_grad, saves=EVENLY_SAVES,
+                    doc="Full max: see ``evenly_distribute_grad``.")
+MinBackward1 = Rule("MinBackward1", evenly_distribute_grad, saves=EVENLY_SAVES,
+                    doc="Full min: see ``evenly_distribute_grad``.")
+MaxBackward0 = Rule("MaxBackward0", value_selecting_grad, saves=SELECTING_SAVES,
+                    keeps=SELECTING_KEEPS, doc="Max over ``dim``: see ``value_selecting_grad``.")
+MinBackward0 = Rule("MinBackward0", value_selecting_grad, saves=SELECTING_SAVES,
+                    keeps=SELECTING_KEEPS, doc="Min over ``dim``: see ``value_selecting_grad``.")
 
 
 _EXTREME_SIGNATURES = "(), (Tensor other), (int dim, bool keepdim = False)"
@@ -308,14 +278,7 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool | None, is_max: bool) -> Any:
                 "Specify the reduction dim with the 'dim' argument."
             )
         data = as_array(x.max() if is_max else x.min())
-        edges = edges_of(a)
-        if edges is None:
-            return plain(data, a.device)
-        node = (MaxBackward1 if is_max else MinBackward1)(edges)
-        node.self_ = save(a)
-        out = record(node, data, a.device)
-        node.result = save(out, is_output=True)
-        return out
+        return (MaxBackward1 if is_max else MinBackward1).record((a,), data, a.device, (a,))
     d = normalize_dim(dim, x.ndim)
     if x.ndim == 0:
         values = x.copy()
@@ -330,15 +293,9 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool | None, is_max: bool) -> Any:
             idx = idx.squeeze(d)
             values = values.squeeze(d)
     indices = plain(idx, a.device)
-    edges = edges_of(a)
-    if edges is None:
-        return ValuesIndices(plain(values, a.device), indices)
-    node = (MaxBackward0 if is_max else MinBackward0)(edges)
-    node.indices = save(indices)
-    node.dim = d
-    node.keepdim = keepdim
-    node.self_shape = x.shape
-    return ValuesIndices(record(node, values, a.device), indices)
+    rule = MaxBackward0 if is_max else MinBackward0
+    return ValuesIndices(rule.record((a,), values, a.device, (indices,),
+                                     (d, bool(keepdim), x.shape)), indices)
 
 
 def max(a: Tensor, dim: Any = None, keepdim: bool | None = None) -> Any:  # noqa: A001
@@ -376,6 +333,8 @@ def _prod_kept(x: Any, dims: tuple[int, ...]) -> Any:
     return x.prod(axis=dims, keepdims=True)
 
 
+# ---- trickier grads: prod ----
+
 @numpy.errstate(all="ignore")  # inf * 0 beside a zero
 def _prod_grad_with_zeros(g: Any, x: Any, dims: tuple[int, ...]) -> Any:
     """``g`` times the product of the other elements of each slice, some elements being 0.
@@ -395,8 +354,8 @@ def _prod_grad_with_zeros(g: Any, x: Any, dims: tuple[int, ...]) -> Any:
     count = zero.sum(axis=dims, keepdims=True)
     none, one, two, three = ((count == k).astype(xa.dtype) for k in (0, 1, 2, 3))
     zeros = _dual.where(zero, x, 0)
-    e1 = _dual.sum_dims(zeros, dims, keepdim=True)
-    e2 = (e1 * e1 - _dual.sum_dims(zeros * zeros, dims, keepdim=True)) * 0.5
+    e1 = sum_dims(zeros, dims, keepdim=True)
+    e2 = (e1 * e1 - sum_dims(zeros * zeros, dims, keepdim=True)) * 0.5
     o1 = e1 - x
     others = _dual.where(zero, one + two * o1 + three * (e2 - x * o1),
                          none + one * e1 + two * e2)
@@ -404,54 +363,33 @@ def _prod_grad_with_zeros(g: Any, x: Any, dims: tuple[int, ...]) -> Any:
     return g * (others * (_prod_kept(nonzero, dims) / nonzero))
 
 
-class ProdBackward0(Node):
-    """Full product: ``g * (result / x)`` (PyTorch's formula) when no element is 0, else
-    the product of the other elements (:func:`_prod_grad_with_zeros`).
-
-    Invariant: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1.
-    """
-
-    __slots__ = ("self_", "result", "dims", "kept_shape")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if not self.kept_shape:  # a 0-d input is its own product
-            return (g,)
-        g = _kept(g, self.kept_shape)
-        x = self.self_.unpack(self, create_graph)
-        if bool((_dual.raw(x) == 0).any()):
-            return (_prod_grad_with_zeros(g, x, self.dims),)
-        result = _kept(self.result.unpack(self, create_graph), self.kept_shape)
-        return (g * (result / x),)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.result.release()
+def _prod_grad(g: Any, x: Any, result: Any, dims: tuple[int, ...],
+               kept_shape: tuple[int, ...]) -> Any:
+    """``g * (result / x)`` (PyTorch's formula) when no element is 0, else the product of
+    the other elements (:func:`_prod_grad_with_zeros`)."""
+    if not kept_shape:  # a 0-d input is its own product
+        return g
+    g = _kept(g, kept_shape)
+    if bool((_dual.raw(x) == 0).any()):
+        return _prod_grad_with_zeros(g, x, dims)
+    return g * (_kept(result, kept_shape) / x)
 
 
-class ProdBackward1(ProdBackward0):
-    """``prod(dim)``."""
+# Invariant: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1.
+ProdBackward0 = Rule("ProdBackward0", _prod_grad, saves=("self_", "result"),
+                     keeps=("dims", "kept_shape"), doc="Full product: see ``_prod_grad``.")
+ProdBackward1 = Rule("ProdBackward1", _prod_grad, saves=("self_", "result"),
+                     keeps=("dims", "kept_shape"), doc="``prod(dim)``.")
 
-    __slots__ = ()
 
-
-def _prod(a: Tensor, dims: tuple[int, ...], keepdim: bool, node_cls: type[Node],
+def _prod(a: Tensor, dims: tuple[int, ...], keepdim: bool, rule: Rule,
           dtype: numpy.dtype | None = None) -> Tensor:
     """The product of ``a`` (already cast to ``dtype``) over ``dims``."""
     x = a.data
     if dtype is None and x.dtype.kind in "biu":
         dtype = int64
     data = as_array(x.prod(axis=dims, keepdims=keepdim, dtype=dtype))
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = node_cls(edges)
-    node.self_ = save(a)
-    node.dims = dims
-    node.kept_shape = _kept_shape(x.shape, dims)
-    out = record(node, data, a.device)
-    node.result = save(out, is_output=True)
-    return out
+    return rule.record((a,), data, a.device, (a,), (dims, _kept_shape(x.shape, dims)))
 
 
 def prod(a: Tensor, dim: Any = None, keepdim: bool | None = None, *,
@@ -518,7 +456,7 @@ def _moment_args(name: str, dim: Any, unbiased: Any, keepdim: Any,
 
 
 def _mean_kept(x: Any, dims: tuple[int, ...], count: int) -> Any:
-    return _dual.sum_dims(x, dims, keepdim=True) / count
+    return sum_dims(x, dims, keepdim=True) / count
 
 
 def _var_grad(g: Any, x: Any, dims: tuple[int, ...], count: int, dof: float,
@@ -533,42 +471,30 @@ def _var_grad(g: Any, x: Any, dims: tuple[int, ...], count: int, dof: float,
     return (2 / dof if dof else math.inf) * g * (x - _mean_kept(x, dims, count))
 
 
-class VarBackward0(Node):
-    """``2 g (x - mean) / dof`` over ``dims`` (:func:`_var_grad`).
-
-    Invariants: ``count >= 1`` elements per slice (an empty input keeps 1: its gradient
-    is empty whatever the divisor); ``dof == elements - correction``, not clamped;
-    ``full`` is true for ``dim=None`` or a 0-d input (PyTorch's full-reduction branch).
-    """
-
-    __slots__ = ("self_", "dims", "kept_shape", "count", "dof", "full")
-
-    @numpy.errstate(all="ignore")  # dof == 0: inf * 0
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.self_.unpack(self, create_graph)
-        g = _kept(grads[0], self.kept_shape)
-        return (_var_grad(g, x, self.dims, self.count, self.dof, self.full),)
-
-    def release_variables(self) -> None:
-        self.self_.release()
+@numpy.errstate(all="ignore")  # dof == 0: inf * 0
+def _var_backward(g: Any, x: Any, dims: tuple[int, ...], kept_shape: tuple[int, ...],
+                  count: int, dof: float, full: bool) -> Any:
+    return _var_grad(_kept(g, kept_shape), x, dims, count, dof, full)
 
 
-class StdBackward0(VarBackward0):
+@numpy.errstate(all="ignore")  # g / 0 where std == 0 (masked); dof == 0
+def _std_backward(g: Any, x: Any, std: Any, dims: tuple[int, ...],
+                  kept_shape: tuple[int, ...], count: int, dof: float, full: bool) -> Any:
     """The variance's formula with ``g / (2 std)``, 0 where std == 0 (PyTorch's)."""
+    std = _kept(std, kept_shape)
+    g = _dual.where(_dual.raw(std) == 0, 0, _kept(g, kept_shape) / (std * 2))
+    return _var_grad(g, x, dims, count, dof, full)
 
-    __slots__ = ("result",)
 
-    @numpy.errstate(all="ignore")  # g / 0 where std == 0 (masked); dof == 0
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.self_.unpack(self, create_graph)
-        std = _kept(self.result.unpack(self, create_graph), self.kept_shape)
-        g = _kept(grads[0], self.kept_shape)
-        g = _dual.where(_dual.raw(std) == 0, 0, g / (std * 2))
-        return (_var_grad(g, x, self.dims, self.count, self.dof, self.full),)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.result.release()
+# Invariants: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1;
+# ``count >= 1`` elements per slice (an empty input keeps 1: its gradient is empty whatever
+# the divisor); ``dof == elements - correction``, not clamped; ``full`` is true for
+# ``dim=None`` or a 0-d input (PyTorch's full-reduction branch).
+_MOMENT_KEEPS = ("dims", "kept_shape", "count", "dof", "full")
+VarBackward0 = Rule("VarBackward0", _var_backward, saves=("self_",), keeps=_MOMENT_KEEPS,
+                    doc="``2 g (x - mean) / dof`` over ``dims`` (``_var_grad``).")
+StdBackward0 = Rule("StdBackward0", _std_backward, saves=("self_", "result"),
+                    keeps=_MOMENT_KEEPS, doc="The variance's formula with ``g / (2 std)``.")
 
 
 @numpy.errstate(all="ignore")  # an empty slice: 0 / 0; dof == 0
@@ -599,20 +525,8 @@ def _moment(a: Tensor, dim: Any, unbiased: Any, keepdim: Any, correction: Any,
     data = _variance(x, dims, keepdim, count, builtins.max(0, dof))
     if is_std:
         data = a.device.xp.sqrt(data)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = (StdBackward0 if is_std else VarBackward0)(edges)
-    node.self_ = save(a)
-    node.dims = dims
-    node.kept_shape = _kept_shape(x.shape, dims)
-    node.count = count or 1
-    node.dof = dof
-    node.full = dim is None or x.ndim == 0
-    out = record(node, data, a.device)
-    if is_std:
-        node.result = save(out, is_output=True)
-    return out
+    keeps = (dims, _kept_shape(x.shape, dims), count or 1, dof, dim is None or x.ndim == 0)
+    return (StdBackward0 if is_std else VarBackward0).record((a,), data, a.device, (a,), keeps)
 
 
 def std(a: Tensor, dim: Any = _ABSENT, unbiased: Any = _ABSENT, keepdim: Any = _ABSENT, *,
@@ -635,29 +549,22 @@ def var(a: Tensor, dim: Any = _ABSENT, unbiased: Any = _ABSENT, keepdim: Any = _
 
 # ---- amax / amin ----
 
-class AmaxBackward0(Node):
+@numpy.errstate(all="ignore")  # a NaN slice: g / 0 * 0
+def _amax_grad(g: Any, x: Any, result: Any, dims: tuple[int, ...],
+               kept_shape: tuple[int, ...]) -> Any:
     """The gradient of each reduced slice split evenly among its elements equal to the
-    result (PyTorch's ``scale_grad_by_count``: NaN over a slice whose result is NaN).
-
-    Invariant: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1.
-    """
-
-    __slots__ = ("self_", "result", "dims", "kept_shape")
-
-    @numpy.errstate(all="ignore")  # a NaN slice: g / 0 * 0
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.self_.unpack(self, False)
-        hit = x == self.result.unpack(self, False).reshape(self.kept_shape)
-        count = hit.sum(axis=self.dims, keepdims=True, dtype=x.dtype)
-        return ((_kept(grads[0], self.kept_shape) / count) * hit.astype(x.dtype),)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.result.release()
+    result (PyTorch's ``scale_grad_by_count``: NaN over a slice whose result is NaN);
+    ``x`` and ``result`` raw arrays."""
+    hit = x == result.reshape(kept_shape)
+    count = hit.sum(axis=dims, keepdims=True, dtype=x.dtype)
+    return (_kept(g, kept_shape) / count) * hit.astype(x.dtype)
 
 
-class AminBackward0(AmaxBackward0):
-    __slots__ = ()
+# Invariant: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1.
+AmaxBackward0 = Rule("AmaxBackward0", _amax_grad, saves=EVENLY_SAVES,
+                     keeps=("dims", "kept_shape"), doc="``amax``: see ``_amax_grad``.")
+AminBackward0 = Rule("AminBackward0", _amax_grad, saves=EVENLY_SAVES,
+                     keeps=("dims", "kept_shape"), doc="``amin``: see ``_amax_grad``.")
 
 
 def _check_nonempty(name: str, x: Any, dim: Any) -> None:
@@ -681,16 +588,8 @@ def _amax_amin(a: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Tensor:
         _check_nonempty("amax" if is_max else "amin", x, dim)
     dims = reduction_dims(dim, x.ndim)
     data = as_array((x.max if is_max else x.min)(axis=dims, keepdims=keepdim))
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = (AmaxBackward0 if is_max else AminBackward0)(edges)
-    node.self_ = save(a)
-    node.dims = dims
-    node.kept_shape = _kept_shape(x.shape, dims)
-    out = record(node, data, a.device)
-    node.result = save(out, is_output=True)
-    return out
+    rule = AmaxBackward0 if is_max else AminBackward0
+    return rule.record((a,), data, a.device, (a,), (dims, _kept_shape(x.shape, dims)))
 
 
 def amax(a: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
@@ -773,6 +672,8 @@ def _abs(x: Any) -> Any:
     return x.abs() if type(x) is Tensor else _dual.xp_of(x).abs(x)
 
 
+# ---- trickier grads: norm ----
+
 def _norm_grad(g: Any, x: Any, norm: Any, p: float, dims: tuple[int, ...]) -> Any:
     """PyTorch's ``norm_backward`` for ``p != 0`` (``g`` and ``norm`` kept-shaped)."""
     if p == 1:
@@ -795,27 +696,20 @@ def _norm_grad(g: Any, x: Any, norm: Any, p: float, dims: tuple[int, ...]) -> An
     return x * _abs(x) ** (p - 2) * scale
 
 
-class LinalgVectorNormBackward0(Node):
-    """The gradient of a vector p-norm over ``dims`` (:func:`_norm_grad`); none for p == 0,
-    whose value is a count (PyTorch's name: ``Tensor.norm`` is ``linalg.vector_norm``).
+@numpy.errstate(all="ignore")  # masked divisions by a zero norm; 0 ** negative
+def _vector_norm_grad(g: Any, x: Any, norm: Any, p: float, dims: tuple[int, ...],
+                      kept_shape: tuple[int, ...]) -> Any:
+    if p == 0:  # the norm is a count: no gradient
+        return None
+    return _norm_grad(_kept(g, kept_shape), x, _kept(norm, kept_shape), p, dims)
 
-    Invariant: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1.
-    """
 
-    __slots__ = ("self_", "result", "p", "dims", "kept_shape")
-
-    @numpy.errstate(all="ignore")  # masked divisions by a zero norm; 0 ** negative
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        if self.p == 0:
-            return (None,)
-        x = self.self_.unpack(self, create_graph)
-        norm = _kept(self.result.unpack(self, create_graph), self.kept_shape)
-        g = _kept(grads[0], self.kept_shape)
-        return (_norm_grad(g, x, norm, self.p, self.dims),)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.result.release()
+# Invariant: ``kept_shape`` is ``self_`` 's shape with every dim in ``dims`` set to 1.
+LinalgVectorNormBackward0 = Rule(
+    "LinalgVectorNormBackward0", _vector_norm_grad, saves=("self_", "result"),
+    keeps=("p", "dims", "kept_shape"),
+    doc="The gradient of a vector p-norm over ``dims`` (``_norm_grad``); none for p == 0, "
+        "whose value is a count (PyTorch's name: ``Tensor.norm`` is ``linalg.vector_norm``).")
 
 
 def _norm_order(p: Any, dim: Any) -> float:
@@ -872,7 +766,7 @@ def norm(a: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
             f"{scalar_type_name(a.dtype)}"
         )
     if dtype is not None:
-        dt = _resolve_dtype(dtype)
+        dt = _given_dtype(dtype, "norm")
         if dt.kind != "f":
             raise RuntimeError(
                 "linalg.vector_norm: dtype should be floating point or complex, but got "
@@ -902,17 +796,8 @@ def norm(a: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
                     "an identity"
                 )
     data = as_array(_vector_norm(x, order, dims, keepdim))
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = LinalgVectorNormBackward0(edges)
-    node.self_ = save(a)
-    node.p = order
-    node.dims = dims
-    node.kept_shape = _kept_shape(x.shape, dims)
-    out = record(node, data, a.device)
-    node.result = save(out, is_output=True)
-    return out
+    return LinalgVectorNormBackward0.record((a,), data, a.device, (a,),
+                                            (order, dims, _kept_shape(x.shape, dims)))
 
 
 # ---- cumsum ----
@@ -926,16 +811,15 @@ def _cumsum(x: Any, dim: int) -> Any:
     return cumsum(x, dim) if type(x) is Tensor else x.cumsum(axis=dim)
 
 
-class CumsumBackward0(Node):
-    """The gradient summed from the end: ``flip(cumsum(flip(g)))`` along ``dim``."""
+def reverse_cumsum(g: Any, dim: int) -> Any:
+    """Sums from the end along ``dim``: ``flip(cumsum(flip(g)))`` (a 0-d ``g`` itself)."""
+    if g.ndim == 0:
+        return g
+    return _flip(_cumsum(_flip(g, dim), dim), dim)
 
-    __slots__ = ("dim",)
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if g.ndim == 0:
-            return (g,)
-        return (_flip(_cumsum(_flip(g, self.dim), self.dim), self.dim),)
+CumsumBackward0 = Rule("CumsumBackward0", reverse_cumsum, keeps=("dim",),
+                       doc="The gradient summed from the end along ``dim``.")
 
 
 def cumsum(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
@@ -951,33 +835,20 @@ def cumsum(a: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     else:
         dt = x.dtype
     data = _dual.contiguous(x.cumsum(axis=d, dtype=dt)) if x.ndim else x.astype(dt, copy=True)
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = CumsumBackward0(edges)
-    node.dim = d
-    return record(node, data, a.device)
+    return CumsumBackward0.record((a,), data, a.device, (), (d,))
 
 
 # ---- logsumexp ----
 
-class LogsumexpBackward0(Node):
-    """``g * exp(x - result)``: the softmax over the reduced slice.
+@numpy.errstate(all="ignore")  # a slice of -inf: -inf - -inf
+def _logsumexp_grad(g: Any, x: Any, result: Any, kept_shape: tuple[int, ...]) -> Any:
+    """``g * exp(x - result)``: the softmax over the reduced slice."""
+    return _kept(g, kept_shape) * _dual.exp(x - _kept(result, kept_shape))
 
-    Invariant: ``kept_shape`` is ``self_`` 's shape with every reduced dim set to 1.
-    """
 
-    __slots__ = ("self_", "result", "kept_shape")
-
-    @numpy.errstate(all="ignore")  # a slice of -inf: -inf - -inf
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        x = self.self_.unpack(self, create_graph)
-        result = _kept(self.result.unpack(self, create_graph), self.kept_shape)
-        return (_kept(grads[0], self.kept_shape) * _dual.exp(x - result),)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        self.result.release()
+# Invariant: ``kept_shape`` is ``self_`` 's shape with every reduced dim set to 1.
+LogsumexpBackward0 = Rule("LogsumexpBackward0", _logsumexp_grad, saves=("self_", "result"),
+                          keeps=("kept_shape",), doc="``g * exp(x - result)``.")
 
 
 @numpy.errstate(all="ignore")  # log(0) for a slice of -inf
@@ -1003,12 +874,4 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
         x = x.astype(float32)
     dims = reduction_dims(dim, x.ndim)
     data = as_array(_logsumexp(x, dims, keepdim))
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = LogsumexpBackward0(edges)
-    node.self_ = save(a)
-    node.kept_shape = _kept_shape(x.shape, dims)
-    out = record(node, data, a.device)
-    node.result = save(out, is_output=True)
-    return out
+    return LogsumexpBackward0.record((a,), data, a.device, (a,), (_kept_shape(x.shape, dims),))

@@ -29,11 +29,13 @@ from typing import Any
 
 import numpy
 
+from .._broadcast import sum_dims
 from .._tensor import Tensor, checked_fill, scalar_type_name
 from ..graph._node import Node
 from . import _dual
 from ._index_scatter import index_scatter_add
 from ._record import check_same_device, edges_of, plain, record, tensor_arg
+from ._rule import Rule, identity
 from .indexing import (
     _broadcast_error,
     _check_bounds,
@@ -129,62 +131,37 @@ def _fill_value(t: Tensor, value: Any, fn: str) -> tuple[Any, Tensor | None]:
     return checked_fill(value, t.data.dtype), None
 
 
-# ---- scatter / scatter_add ----
+# ---- scatter / scatter_add (trickier grads: see Note [Scatter keys]) ----
 
-class _ScatterNode(Node):
-    """A scatter along ``dim`` at ``index`` (a Tensor) whose array key is ``key`` (None
-    for an empty index). See Note [Scatter keys]."""
-
-    __slots__ = ("dim", "index", "key")
-
-    def zeroed(self, g: Any) -> Any:
-        """``g`` with zeros where the scatter wrote: ``g.scatter(dim, index, 0)``."""
-        if type(g) is Tensor:
-            return scatter(g, self.dim, self.index, value=0)
-        return _zeroed(g, self.key)
-
-    def gathered(self, g: Any) -> Any:
-        """``g.gather(dim, index)``: the gradient of the written values."""
-        if type(g) is Tensor:
-            return gather(g, self.dim, self.index)
-        shape = self.index.shape
-        if self.key is None:
-            return _dual.xp_of(g).zeros(shape, dtype=g.dtype)
-        return _nonempty(g)[self.key].reshape(shape)
+def _scatter_zeroed(g: Any, dim: int, index: Tensor, key: tuple[Any, ...] | None) -> Any:
+    """``g.scatter(dim, index, 0)``: g with zeros where the scatter wrote (``key``: the
+    array key, None for an empty index)."""
+    if type(g) is Tensor:
+        return scatter(g, dim, index, value=0)
+    return _zeroed(g, key)
 
 
-class ScatterBackward0(_ScatterNode):
-    """``t.scatter(dim, index, src)``: t gets g with zeros where src went; src gets g
-    gathered at index (of index's shape: a larger src fails in the engine, as in PyTorch)."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (None if edges[0] is None else self.zeroed(g),
-                None if edges[1] is None else self.gathered(g))
+def _scatter_gathered(g: Any, dim: int, index: Tensor, key: tuple[Any, ...] | None) -> Any:
+    """``g.gather(dim, index)``: the gradient of the written values."""
+    if type(g) is Tensor:
+        return gather(g, dim, index)
+    if key is None:
+        return _dual.xp_of(g).zeros(index.shape, dtype=g.dtype)
+    return _nonempty(g)[key].reshape(index.shape)
 
 
-class ScatterBackward1(_ScatterNode):
-    """``t.scatter(dim, index, value)``: t gets g with zeros where the value went."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (self.zeroed(grads[0]),)
-
-
-class ScatterAddBackward0(_ScatterNode):
-    """``t.scatter_add(dim, index, src)``: t gets g; src gets g gathered at index."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (None if edges[0] is None else g,
-                None if edges[1] is None else self.gathered(g))
+_SCATTER_KEEPS = ("dim", "index", "key")
+ScatterBackward0 = Rule(
+    "ScatterBackward0", _scatter_zeroed, _scatter_gathered, keeps=_SCATTER_KEEPS,
+    doc="``t.scatter(dim, index, src)``: t gets g with zeros where src went; src gets g "
+        "gathered at index (of index's shape: a larger src fails in the engine, as in "
+        "PyTorch).")
+ScatterBackward1 = Rule(
+    "ScatterBackward1", _scatter_zeroed, keeps=_SCATTER_KEEPS,
+    doc="``t.scatter(dim, index, value)``: t gets g with zeros where the value went.")
+ScatterAddBackward0 = Rule(
+    "ScatterAddBackward0", identity, _scatter_gathered, keeps=_SCATTER_KEEPS,
+    doc="``t.scatter_add(dim, index, src)``: t gets g; src gets g gathered at index.")
 
 
 def _check_scatter_shapes(t: Tensor, d: int, idx: Any, src: Tensor | None) -> None:
@@ -249,6 +226,7 @@ def _src_or_value(fn: str, src: Any, value: Any) -> tuple[Tensor | None, Any]:
 def _scatter(fn: str, t: Tensor, dim: int, index: Any, src: Any, value: Any,
              accumulate: bool, out_of_place: bool) -> Tensor:
     """scatter, scatter_add and their in-place forms."""
+    src_t: Tensor | None
     if accumulate:
         src_t, number = tensor_arg(src, fn, "src", 3), None
     else:
@@ -258,10 +236,9 @@ def _scatter(fn: str, t: Tensor, dim: int, index: Any, src: Any, value: Any,
     edges = edges_of(t) if src_t is None else edges_of(t, src_t)
     node = None
     if edges is not None:
-        node_cls = (ScatterAddBackward0 if accumulate
-                    else ScatterBackward1 if src_t is None else ScatterBackward0)
-        node = node_cls(edges)
-        node.dim, node.index, node.key = d, _own_index(t, idx), key
+        rule = (ScatterAddBackward0 if accumulate
+                else ScatterBackward1 if src_t is None else ScatterBackward0)
+        node = rule.make(edges, (), (d, _own_index(t, idx), key))
 
     def write(data: Any) -> None:
         if key is None:
@@ -300,86 +277,61 @@ def scatter_add_(t: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return _scatter("scatter_add_", t, dim, index, src, None, True, False)
 
 
-# ---- index_add / index_copy ----
+# ---- index_add / index_copy (trickier grads: their key is _slice_key's) ----
 
-def _slices_picked(node: Any, g: Any) -> Any:
-    """``g.index_select(node.dim, node.index)`` (through ``node.key`` for an array)."""
+def _slices_picked(g: Any, dim: int, index: Tensor, key: tuple[Any, ...]) -> Any:
+    """``g.index_select(dim, index)`` (through ``key`` for an array)."""
     if type(g) is Tensor:
-        return index_select(g, node.dim, node.index)
-    return _dual.xp_of(g).take(_nonempty(g), node.key[-1], axis=node.dim)
+        return index_select(g, dim, index)
+    return _dual.xp_of(g).take(_nonempty(g), key[-1], axis=dim)
 
 
-def _slices_zeroed(node: Any, g: Any) -> Any:
-    """``g.index_fill(node.dim, node.index, 0)`` (through ``node.key`` for an array)."""
+def _slices_zeroed(g: Any, dim: int, index: Tensor, key: tuple[Any, ...]) -> Any:
+    """``g.index_fill(dim, index, 0)`` (through ``key`` for an array)."""
     if type(g) is Tensor:
-        return index_fill(g, node.dim, node.index, 0)
-    return _zeroed(g, node.key)
+        return index_fill(g, dim, index, 0)
+    return _zeroed(g, key)
 
 
-class _IndexSliceNode(Node):
-    """A write of ``source`` into the slices ``index`` (a Tensor; ``key``: the array key)
-    along ``dim``; ``source_shape`` is the source's shape."""
-
-    __slots__ = ("dim", "index", "key", "source_shape")
-
-    def selected(self, g: Any) -> Any:
-        """``g.index_select(dim, index)`` shaped like the source: its gradient."""
-        picked = _slices_picked(self, g)
-        if tuple(picked.shape) != self.source_shape:
-            picked = _dual.reshape(picked, self.source_shape)
-        return picked
-
-
-class MulBackward1(Node):
-    """``g * scalar`` as PyTorch's ``mul(Tensor, Scalar)`` records it (index_add's alpha)."""
-
-    __slots__ = ("scalar",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_times(grads[0], self.scalar),)
+def _slices_selected(g: Any, dim: int, index: Tensor, key: tuple[Any, ...],
+                     source_shape: tuple[int, ...]) -> Any:
+    """``g.index_select(dim, index)`` shaped like the source: the source's gradient."""
+    picked = _slices_picked(g, dim, index, key)
+    if tuple(picked.shape) != source_shape:
+        picked = _dual.reshape(picked, source_shape)
+    return picked
 
 
 def _times(g: Any, scalar: Any) -> Any:
-    """``g * scalar``; a Tensor ``g`` records :class:`MulBackward1`."""
+    """``g * scalar``; a Tensor ``g`` records :data:`MulBackward1`."""
     if type(g) is not Tensor:
         return g * scalar
-    edges = edges_of(g)
-    data = g.data * scalar
-    if edges is None:
-        return plain(data, g.device)
-    node = MulBackward1(edges)
-    node.scalar = scalar
-    return record(node, data, g.device)
+    return MulBackward1.record((g,), g.data * scalar, g.device, keeps=(scalar,))
 
 
-class IndexAddBackward0(_IndexSliceNode):
-    """``t.index_add(dim, index, source, alpha)``: t gets g; source gets ``alpha`` times g
-    at the indexed slices."""
-
-    __slots__ = ("alpha",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        g_source = None
-        if edges[1] is not None:
-            g_source = self.selected(g)
-            if self.alpha != 1:
-                g_source = _times(g_source, self.alpha)
-        return (None if edges[0] is None else g, g_source)
+MulBackward1 = Rule(
+    "MulBackward1", _times, keeps=("scalar",),
+    doc="``g * scalar`` as PyTorch's ``mul(Tensor, Scalar)`` records it (index_add's alpha).")
 
 
-class IndexCopyBackward0(_IndexSliceNode):
-    """``t.index_copy(dim, index, source)``: t gets g with zeros in the indexed slices
-    (``g.index_fill(dim, index, 0)``); source gets g at those slices."""
+def _index_add_grad_source(g: Any, dim: int, index: Tensor, key: tuple[Any, ...],
+                           source_shape: tuple[int, ...], alpha: Any) -> Any:
+    picked = _slices_selected(g, dim, index, key, source_shape)
+    return picked if alpha == 1 else _times(picked, alpha)
 
-    __slots__ = ()
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (None if edges[0] is None else _slices_zeroed(self, g),
-                None if edges[1] is None else self.selected(g))
+# The index_* nodes keep the dim, the index (a Tensor), its array key and the source's shape.
+_SLICE_KEEPS = ("dim", "index", "key", "source_shape")
+IndexAddBackward0 = Rule(
+    "IndexAddBackward0", identity, _index_add_grad_source, keeps=_SLICE_KEEPS + ("alpha",),
+    doc="``t.index_add(dim, index, source, alpha)``: t gets g; source gets ``alpha`` times g "
+        "at the indexed slices.")
+IndexCopyBackward0 = Rule(
+    "IndexCopyBackward0",
+    lambda g, dim, index, key, source_shape: _slices_zeroed(g, dim, index, key),
+    _slices_selected, keeps=_SLICE_KEEPS,
+    doc="``t.index_copy(dim, index, source)``: t gets g with zeros in the indexed slices "
+        "(``g.index_fill(dim, index, 0)``); source gets g at those slices.")
 
 
 def _source_values(t: Tensor, source: Tensor, d: int, count: int) -> Any:
@@ -436,9 +388,7 @@ def _index_add(t: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any,
     edges = edges_of(t, source)
     node = None
     if edges is not None:
-        node = IndexAddBackward0(edges)
-        node.dim, node.index, node.key = d, _own_index(t, idx), key
-        node.source_shape, node.alpha = source.shape, alpha
+        node = IndexAddBackward0.make(edges, (), (d, _own_index(t, idx), key, source.shape, alpha))
 
     def write(data: Any) -> None:
         values = _source_values(t, source, d, idx.size)
@@ -511,9 +461,7 @@ def _index_copy(t: Tensor, dim: int, index: Tensor, source: Tensor, out_of_place
     edges = edges_of(t, source)
     node = None
     if edges is not None:
-        node = IndexCopyBackward0(edges)
-        node.dim, node.index, node.key = d, _own_index(t, idx), key
-        node.source_shape = source.shape
+        node = IndexCopyBackward0.make(edges, (), (d, _own_index(t, idx), key, source.shape))
 
     def write(data: Any) -> None:
         _nonempty(data)[key] = _source_values(t, source, d, idx.size)
@@ -534,28 +482,15 @@ def index_copy_(t: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
 
 # ---- index_fill ----
 
-class IndexFillBackward0(Node):
-    """``t.index_fill(dim, index, number)``: t gets g with zeros in the filled slices."""
-
-    __slots__ = ("dim", "index", "key")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_slices_zeroed(self, grads[0]),)
-
-
-class IndexFillBackward1(IndexFillBackward0):
-    """``t.index_fill(dim, index, value)`` with a 0-d tensor ``value``: it gets the sum of
-    g over the filled slices, each counted once (``index`` holds unique entries here)."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        g_value = None
-        if edges[1] is not None:
-            g_value = _dual.sum_dims(_slices_picked(self, g), None)
-        return (None if edges[0] is None else _slices_zeroed(self, g), g_value)
+IndexFillBackward0 = Rule(
+    "IndexFillBackward0", _slices_zeroed, keeps=("dim", "index", "key"),
+    doc="``t.index_fill(dim, index, number)``: t gets g with zeros in the filled slices.")
+IndexFillBackward1 = Rule(
+    "IndexFillBackward1", _slices_zeroed,
+    lambda g, dim, index, key: sum_dims(_slices_picked(g, dim, index, key), None),
+    keeps=("dim", "index", "key"),
+    doc="``t.index_fill(dim, index, value)`` with a 0-d tensor ``value``: it gets the sum of "
+        "g over the filled slices, each counted once (``index`` holds unique entries here).")
 
 
 def _index_fill(t: Tensor, dim: int, index: Any, value: Any, out_of_place: bool) -> Tensor:
@@ -573,10 +508,9 @@ def _index_fill(t: Tensor, dim: int, index: Any, value: Any, out_of_place: bool)
     edges = edges_of(t) if value_t is None else edges_of(t, value_t)
     node = None
     if edges is not None and t.data.dtype.kind == "f":
-        node = IndexFillBackward0(edges) if value_t is None else IndexFillBackward1(edges)
-        node.dim = d
+        rule = IndexFillBackward0 if value_t is None else IndexFillBackward1
         kept = idx if value_t is None else t.device.xp.unique(idx)
-        node.index, node.key = _own_index(t, kept), _slice_key(d, kept)
+        node = rule.make(edges, (), (d, _own_index(t, kept), _slice_key(d, kept)))
 
     def write(data: Any) -> None:
         _nonempty(data)[_slice_key(d, idx)] = fill
@@ -600,19 +534,16 @@ def index_fill_(t: Tensor, dim: int, index: Tensor, value: Any) -> Tensor:
 def _broadcast(t: Tensor, mask: Any) -> tuple[Any, Any]:
     """``t``'s array and ``mask`` broadcast together (read-only views)."""
     try:
-        return t.device.xp.broadcast_arrays(t.data, mask)
+        values, m = t.device.xp.broadcast_arrays(t.data, mask)
     except ValueError:
         raise _broadcast_error(mask.shape, t.shape) from None
+    return values, m
 
 
-class MaskedSelectBackward0(Node):
-    """``t.masked_select(mask)``: g goes back to the selected positions of zeros of the
-    broadcast shape (``mask`` is broadcast; the engine sums to t's shape)."""
-
-    __slots__ = ("mask",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_scattered_into_zeros(self.mask, grads[0]),)
+MaskedSelectBackward0 = Rule(
+    "MaskedSelectBackward0", lambda g, mask: _scattered_into_zeros(mask, g), keeps=("mask",),
+    doc="``t.masked_select(mask)``: g goes back to the selected positions of zeros of the "
+        "broadcast shape (``mask`` is broadcast; the engine sums to t's shape).")
 
 
 def masked_select(t: Tensor, mask: Tensor) -> Tensor:
@@ -626,9 +557,7 @@ def masked_select(t: Tensor, mask: Tensor) -> Tensor:
     edges = edges_of(t)
     if edges is None:
         return plain(data, t.device)
-    node = MaskedSelectBackward0(edges)
-    node.mask = m.copy()
-    return record(node, data, t.device)
+    return record(MaskedSelectBackward0.make(edges, (), (m.copy(),)), data, t.device)
 
 
 def _scattered_into_zeros(mask: Any, values: Any) -> Any:
@@ -641,11 +570,13 @@ def _scattered_into_zeros(mask: Any, values: Any) -> Any:
     return zeros
 
 
-class MaskedScatterBackwardBackward0(MaskedSelectBackward0):
-    """:func:`_masked_scatter_backward` of g: g gets the gradient's first ``mask.sum()``
-    elements where ``mask``, zeros elsewhere (``masked_select``'s formula)."""
+# ---- trickier grads: masked_scatter ----
 
-    __slots__ = ()
+MaskedScatterBackwardBackward0 = Rule(
+    "MaskedScatterBackwardBackward0", lambda g, mask: _scattered_into_zeros(mask, g),
+    keeps=("mask",),
+    doc=":func:`_masked_scatter_backward` of g: g gets the gradient's first ``mask.sum()`` "
+        "elements where ``mask``, zeros elsewhere (``masked_select``'s formula).")
 
 
 def _masked_scatter_backward(g: Any, mask: Any, source_shape: tuple[int, ...]) -> Any:
@@ -661,27 +592,15 @@ def _masked_scatter_backward(g: Any, mask: Any, source_shape: tuple[int, ...]) -
     picked = picked.reshape(source_shape)
     if type(g) is not Tensor:
         return picked
-    edges = edges_of(g)
-    if edges is None:
-        return plain(picked, g.device)
-    node = MaskedScatterBackwardBackward0(edges)
-    node.mask = mask
-    return record(node, picked, g.device)
+    return MaskedScatterBackwardBackward0.record((g,), picked, g.device, keeps=(mask,))
 
 
-class MaskedScatterBackward0(Node):
-    """``t.masked_scatter(mask, source)``: t gets g with zeros where ``mask`` (broadcast to
-    the result's shape); source's first ``mask.sum()`` elements get g there, in order, the
-    rest zeros."""
-
-    __slots__ = ("mask", "source_shape")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        return (None if edges[0] is None else _zero_where(self.mask, g),
-                None if edges[1] is None
-                else _masked_scatter_backward(g, self.mask, self.source_shape))
+MaskedScatterBackward0 = Rule(
+    "MaskedScatterBackward0", lambda g, mask, source_shape: _zero_where(mask, g),
+    _masked_scatter_backward, keeps=("mask", "source_shape"),
+    doc="``t.masked_scatter(mask, source)``: t gets g with zeros where ``mask`` (broadcast to "
+        "the result's shape); source's first ``mask.sum()`` elements get g there, in order, "
+        "the rest zeros.")
 
 
 def _masked_scatter(t: Tensor, mask: Any, source: Any, out_of_place: bool) -> Tensor:
@@ -705,8 +624,7 @@ def _masked_scatter(t: Tensor, mask: Any, source: Any, out_of_place: bool) -> Te
     edges = edges_of(t, source)
     node = None
     if edges is not None:
-        node = MaskedScatterBackward0(edges)
-        node.mask, node.source_shape = m.copy(), source.shape
+        node = MaskedScatterBackward0.make(edges, (), (m.copy(), source.shape))
 
     def write(data: Any) -> None:
         data[m] = source.data.reshape(-1)[:count]
@@ -727,17 +645,17 @@ def masked_scatter_(t: Tensor, mask: Tensor, source: Tensor) -> Tensor:
 
 # ---- take ----
 
-class TakeBackward0(Node):
-    """``t.take(index)``: g is added at the taken positions of zeros shaped like t
-    (``key``: the index unravelled over t's shape, a 0-d t as 1-d); repeated positions
-    accumulate. Under create_graph this records PyTorch's ``PutBackward0``."""
+def _take_grad(g: Any, in_shape: tuple[int, ...], key: tuple[Any, ...]) -> Any:
+    shape = _shape_or_one(in_shape)
+    g = index_scatter_add(g, shape, key, False, "PutBackward0")
+    return g if shape == in_shape else _dual.reshape(g, in_shape)
 
-    __slots__ = ("in_shape", "key")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        shape = _shape_or_one(self.in_shape)
-        g = index_scatter_add(grads[0], shape, self.key, False, "PutBackward0")
-        return (g if shape == self.in_shape else _dual.reshape(g, self.in_shape),)
+TakeBackward0 = Rule(
+    "TakeBackward0", _take_grad, keeps=("in_shape", "key"),
+    doc="``t.take(index)``: g is added at the taken positions of zeros shaped like t "
+        "(``key``: the index unravelled over t's shape, a 0-d t as 1-d); repeated positions "
+        "accumulate. Under create_graph this records PyTorch's ``PutBackward0``.")
 
 
 def take(t: Tensor, index: Tensor) -> Tensor:
@@ -756,7 +674,6 @@ def take(t: Tensor, index: Tensor) -> Tensor:
     edges = edges_of(t)
     if edges is None:
         return plain(data, t.device)
-    node = TakeBackward0(edges)
-    node.in_shape = t.shape
-    node.key = t.device.xp.unravel_index(flat, _shape_or_one(t.shape))
-    return record(node, data, t.device)
+    key = t.device.xp.unravel_index(flat, _shape_or_one(t.shape))
+    return record(TakeBackward0.make(edges, (), (t.shape, key)), data, t.device)
+

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy
 
-from .._broadcast import sum_to_shape
+from .._broadcast import sum_dims, sum_to_shape
 from .._tensor import Tensor
 from .._warn import warn_user
-from ..graph._node import Node
 from . import _dual
-from ._record import edges_of, plain, record, tensor_arg
+from ._record import tensor_arg
+from ._rule import Rule
 from .inplace import clone
 from .views import as_view
 
@@ -97,55 +97,24 @@ def _infer_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
 
 # ---- reshape / view / flatten / squeeze / unsqueeze ----
 
-class _ReshapeBackward(Node):
-    """Backward of an op that only changes the shape: reshape the gradient back."""
-
-    __slots__ = ("in_shape",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_dual.reshape(grads[0], self.in_shape),)
+def _reshape_rule(name: str, doc: str, variant: str | None = None) -> Rule:
+    """The rule of an op that only changes the shape: the gradient is reshaped back."""
+    return Rule(name, _dual.reshape, keeps=("in_shape",), doc=doc, variant=variant)
 
 
-class ViewBackward0(_ReshapeBackward):
-    __slots__ = ()
+ViewBackward0 = _reshape_rule("ViewBackward0", "``t.view(shape)``: a view.")
+# linalg's matmul records a node of this name too, with its own formula
+UnsafeViewBackward0 = _reshape_rule(
+    "UnsafeViewBackward0", "A reshape that had to copy (the result is not a view).",
+    variant="reshape")
+SqueezeBackward0 = _reshape_rule("SqueezeBackward0", "``squeeze()``: all size-1 dims.")
+SqueezeBackward1 = _reshape_rule("SqueezeBackward1", "``squeeze(dim)``.")
+SqueezeBackward2 = _reshape_rule("SqueezeBackward2", "``squeeze((d0, d1, ...))``.")
+UnsqueezeBackward0 = _reshape_rule("UnsqueezeBackward0", "``unsqueeze(dim)``.")
 
 
-class UnsafeViewBackward0(_ReshapeBackward):
-    """A reshape that had to copy (the result is not a view)."""
-
-    __slots__ = ()
-
-
-class SqueezeBackward0(_ReshapeBackward):
-    """``squeeze()``: all size-1 dims."""
-
-    __slots__ = ()
-
-
-class SqueezeBackward1(_ReshapeBackward):
-    """``squeeze(dim)``."""
-
-    __slots__ = ()
-
-
-class SqueezeBackward2(_ReshapeBackward):
-    """``squeeze((d0, d1, ...))``."""
-
-    __slots__ = ()
-
-
-class UnsqueezeBackward0(_ReshapeBackward):
-    __slots__ = ()
-
-
-def _reshaped(t: Tensor, data: Any, node_cls: type[_ReshapeBackward], view: bool) -> Tensor:
-    edges = edges_of(t)
-    if edges is None:
-        out = plain(data, t.device)
-    else:
-        node = node_cls(edges)
-        node.in_shape = t.shape
-        out = record(node, data, t.device)
+def _reshaped(t: Tensor, data: Any, rule: Rule, view: bool) -> Tensor:
+    out = rule.record((t,), data, t.device, (), (t.shape,))
     return as_view(out, t) if view else out
 
 
@@ -206,19 +175,19 @@ def squeeze(t: Tensor, dim: Any = None) -> Tensor:
     """Remove size-1 dims: all of them, ``dim``, or the dims in a tuple (others are kept)."""
     if dim is None:
         axes = tuple(i for i, n in enumerate(t.shape) if n == 1)
-        node_cls: type[_ReshapeBackward] = SqueezeBackward0
+        rule = SqueezeBackward0
     elif isinstance(dim, (tuple, list)):
         dims = [wrap_dim(d, t.ndim) for d in dim]
         for i, d in enumerate(dims):
             if d in dims[:i]:
                 raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
         axes = tuple(d for d in sorted(dims) if t.ndim and t.shape[d] == 1)
-        node_cls = SqueezeBackward2
+        rule = SqueezeBackward2
     else:
         d = wrap_dim(dim, t.ndim)
         axes = (d,) if t.ndim and t.shape[d] == 1 else ()
-        node_cls = SqueezeBackward1
-    return _reshaped(t, t.device.xp.squeeze(t.data, axis=axes), node_cls, view=True)
+        rule = SqueezeBackward1
+    return _reshaped(t, t.device.xp.squeeze(t.data, axis=axes), rule, view=True)
 
 
 def unsqueeze(t: Tensor, dim: int) -> Tensor:
@@ -229,32 +198,18 @@ def unsqueeze(t: Tensor, dim: int) -> Tensor:
 
 # ---- transpose / permute ----
 
-class TransposeBackward0(Node):
-    __slots__ = ("dim0", "dim1")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        if self.dim0 == self.dim1:  # also a 0-d input, whose gradient has no dim to swap
-            return (grads[0],)
-        return (_dual.transpose(grads[0], self.dim0, self.dim1),)
+def _transpose_grad(g: Any, dim0: int, dim1: int) -> Any:
+    if dim0 == dim1:  # also a 0-d input, whose gradient has no dim to swap
+        return g
+    return _dual.transpose(g, dim0, dim1)
 
 
-class TBackward0(Node):
-    """``t.t()`` of a tensor with at most 2 dims: its own inverse."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        return (g.t() if type(g) is Tensor else g.T,)
-
-
-class PermuteBackward0(Node):
-    """Invariant: ``inverse[dims[i]] == i`` for the forward's ``dims``."""
-
-    __slots__ = ("inverse",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_dual.permute(grads[0], self.inverse),)
+TransposeBackward0 = Rule("TransposeBackward0", _transpose_grad, keeps=("dim0", "dim1"),
+                          doc="``t.transpose(dim0, dim1)`` (dims wrapped): its own inverse.")
+TBackward0 = Rule("TBackward0", lambda g: t(g) if type(g) is Tensor else g.T,
+                  doc="``t.t()`` of a tensor with at most 2 dims: its own inverse.")
+PermuteBackward0 = Rule("PermuteBackward0", _dual.permute, keeps=("inverse",),
+                        doc="Invariant: ``inverse[dims[i]] == i`` for the forward's ``dims``.")
 
 
 def transpose(t: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -262,12 +217,7 @@ def transpose(t: Tensor, dim0: int, dim1: int) -> Tensor:
     d0 = wrap_dim(dim0, t.ndim)
     d1 = wrap_dim(dim1, t.ndim)
     data = t.data.swapaxes(d0, d1) if t.ndim else t.data[...]
-    edges = edges_of(t)
-    if edges is None:
-        return as_view(plain(data, t.device), t)
-    node = TransposeBackward0(edges)
-    node.dim0, node.dim1 = d0, d1
-    return as_view(record(node, data, t.device), t)
+    return as_view(TransposeBackward0.record((t,), data, t.device, (), (d0, d1)), t)
 
 
 def permute(t: Tensor, *dims: Any) -> Tensor:
@@ -283,15 +233,10 @@ def permute(t: Tensor, *dims: Any) -> Tensor:
     if len(set(wrapped)) != len(wrapped):
         raise RuntimeError(f"permute(): duplicate dims are not allowed, got {list(order)}")
     data = t.data.transpose(wrapped)
-    edges = edges_of(t)
-    if edges is None:
-        return as_view(plain(data, t.device), t)
-    node = PermuteBackward0(edges)
     inverse = [0] * len(wrapped)
     for i, d in enumerate(wrapped):
         inverse[d] = i
-    node.inverse = tuple(inverse)
-    return as_view(record(node, data, t.device), t)
+    return as_view(PermuteBackward0.record((t,), data, t.device, (), (tuple(inverse),)), t)
 
 
 def reversed_dims(t: Tensor) -> Tensor:
@@ -303,11 +248,7 @@ def t(x: Tensor) -> Tensor:  # the name PyTorch gives the method
     """The transpose of a tensor of at most 2 dims (a view; 0-d and 1-d: the same values)."""
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    data = x.data.T
-    edges = edges_of(x)
-    if edges is None:
-        return as_view(plain(data, x.device), x)
-    return as_view(record(TBackward0(edges), data, x.device), x)
+    return as_view(TBackward0.unary(x, x.data.T), x)
 
 
 def matrix_transpose(x: Tensor) -> Tensor:
@@ -325,13 +266,9 @@ def matrix_transpose(x: Tensor) -> Tensor:
 
 # ---- expand ----
 
-class ExpandBackward0(Node):
-    """The gradient is summed over the expanded dims (new leading dims and size-1 dims)."""
-
-    __slots__ = ("in_shape",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (sum_to_shape(grads[0], self.in_shape),)
+ExpandBackward0 = Rule(
+    "ExpandBackward0", sum_to_shape, keeps=("in_shape",),
+    doc="The gradient is summed over the expanded dims (new leading dims and size-1 dims).")
 
 
 def _expanded(x: Any, shape: tuple[int, ...]) -> Any:
@@ -378,12 +315,7 @@ def expand(t: Tensor, *sizes: Any) -> Tensor:
             )
         shape.append(s)
     data = _expanded(t.data, tuple(shape))
-    edges = edges_of(t)
-    if edges is None:
-        return as_view(plain(data, t.device), t)
-    node = ExpandBackward0(edges)
-    node.in_shape = t.shape
-    return as_view(record(node, data, t.device), t)
+    return as_view(ExpandBackward0.record((t,), data, t.device, (), (t.shape,)), t)
 
 
 def expand_as(t: Tensor, other: Tensor) -> Tensor:
@@ -426,24 +358,24 @@ def narrow(t: Tensor, dim: int, start: int, length: int) -> Tensor:
     return t[(slice(None),) * d + (slice(begin, begin + n),)]
 
 
-# ---- repeat ----
+# ---- trickier grads: repeat (a sum over the repeats) ----
 
-class RepeatBackward0(Node):
-    """``t.repeat(*repeats)``: the gradient, split into (repeat, size) pairs of dims, summed
-    over the repeats. Invariant: ``len(padded) == len(repeats)``, ``padded`` is the input's
-    shape with leading 1s."""
+def _repeat_grad(g: Any, in_shape: tuple[int, ...], padded: tuple[int, ...],
+                 repeats: tuple[int, ...]) -> Any:
+    """The gradient, split into (repeat, size) pairs of dims, summed over the repeats."""
+    if not repeats:  # a 0-d input repeated by ()
+        return g
+    pairs: list[int] = []
+    for r, n in zip(repeats, padded):
+        pairs += (r, n)
+    g = sum_dims(_dual.reshape(g, pairs), tuple(range(0, len(pairs), 2)))
+    return _dual.reshape(g, in_shape)
 
-    __slots__ = ("in_shape", "padded", "repeats")
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if not self.repeats:  # a 0-d input repeated by ()
-            return (g,)
-        pairs: list[int] = []
-        for r, n in zip(self.repeats, self.padded):
-            pairs += (r, n)
-        g = _dual.sum_dims(_dual.reshape(g, pairs), tuple(range(0, len(pairs), 2)))
-        return (_dual.reshape(g, self.in_shape),)
+RepeatBackward0 = Rule(
+    "RepeatBackward0", _repeat_grad, keeps=("in_shape", "padded", "repeats"),
+    doc="``t.repeat(*repeats)``. Invariant: ``len(padded) == len(repeats)``, ``padded`` is "
+        "the input's shape with leading 1s.")
 
 
 def repeat(t: Tensor, *sizes: Any) -> Tensor:
@@ -462,28 +394,22 @@ def repeat(t: Tensor, *sizes: Any) -> Tensor:
         raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: {shape}")
     data = (_dual.contiguous(t.device.xp.tile(t.data.reshape(padded), repeats)) if repeats
             else t.data.copy())
-    edges = edges_of(t)
-    if edges is None:
-        return plain(data, t.device)
-    node = RepeatBackward0(edges)
-    node.in_shape, node.padded, node.repeats = t.shape, padded, repeats
-    return record(node, data, t.device)
+    return RepeatBackward0.record((t,), data, t.device, (), (t.shape, padded, repeats))
 
 
 # ---- flip ----
 
-class FlipBackward0(Node):
-    """``t.flip(dims)``: the gradient flipped back (``dims`` wrapped, possibly empty)."""
+def _flip_grad(g: Any, dims: tuple[int, ...]) -> Any:
+    if not dims:
+        return g
+    if type(g) is Tensor:
+        return flip(g, dims)
+    return _dual.xp_of(g).flip(g, dims)
 
-    __slots__ = ("dims",)
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if not self.dims:
-            return (g,)
-        if type(g) is Tensor:
-            return (g.flip(self.dims),)
-        return (_dual.xp_of(g).flip(g, self.dims),)
+FlipBackward0 = Rule("FlipBackward0", _flip_grad, keeps=("dims",),
+                     doc="``t.flip(dims)``: the gradient flipped back (``dims`` wrapped, "
+                         "possibly empty).")
 
 
 def flip(t: Tensor, dims: Any, *more: Any) -> Tensor:
@@ -497,12 +423,7 @@ def flip(t: Tensor, dims: Any, *more: Any) -> Tensor:
     if not t.ndim:
         axes = ()
     data = t.device.xp.flip(t.data, axes).copy() if axes else t.data.copy()
-    edges = edges_of(t)
-    if edges is None:
-        return plain(data, t.device)
-    node = FlipBackward0(edges)
-    node.dims = axes
-    return record(node, data, t.device)
+    return FlipBackward0.record((t,), data, t.device, (), (axes,))
 
 
 # ---- contiguous ----

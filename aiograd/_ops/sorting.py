@@ -19,6 +19,7 @@ See Note [Dual backward formulas] and Note [Silent singular points].
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy
@@ -29,21 +30,24 @@ from ..graph._node import Node
 from ..graph._saved import SavedTensor
 from . import _dual
 from ._index_scatter import index_scatter_add
-from ._record import edges_of, plain, record, save
-from ._rule import Rule, RuleNode
+from ._record import edges_of, plain, record
+from ._rule import Rule, RuleNode, Saved
 from .indexing import along_dim_key
 from .joining import cat
 from .reductions import (
     _ABSENT,
-    MaxBackward0,
-    MaxBackward1,
+    EVENLY_SAVES,
+    SELECTING_KEEPS,
+    SELECTING_SAVES,
     ValuesIndices,
     _abs,
     _cast_dtype,
-    _cumsum,
     _flip,
     as_array,
+    evenly_distribute_grad,
     normalize_dim,
+    reverse_cumsum,
+    value_selecting_grad,
 )
 
 __all__ = ["sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "cumprod", "cummax",
@@ -88,23 +92,15 @@ def _scalar_pair(a: Tensor) -> tuple[Any, Any]:
     return a.data.copy(), _on_device(numpy.zeros((), dtype=int64), a.device)
 
 
-def _with_history(a: Tensor, values: Any, idx: Any, node_cls: type, dim: int,
-                  keepdim: bool = True, save_self: bool = False) -> ValuesIndices:
-    """``(values, indices)`` as tensors; ``values`` records ``node_cls`` (which sends the
-    gradient to ``indices``) when ``a`` requires grad. ``save_self`` also saves ``a`` (as
-    ``self_``, before the indices, PyTorch's order)."""
+def _with_history(a: Tensor, values: Any, idx: Any, rule: Rule, dim: int,
+                  keepdim: bool = True) -> ValuesIndices:
+    """``(values, indices)`` as tensors; ``values`` records ``rule`` (which sends the
+    gradient to ``indices``) when ``a`` requires grad. A rule saving ``self_`` saves ``a``
+    before the indices (PyTorch's order)."""
     values, indices = as_array(values), plain(as_array(idx), a.device)
-    edges = edges_of(a)
-    if edges is None:
-        return ValuesIndices(plain(values, a.device), indices)
-    node = node_cls(edges)
-    if save_self:
-        node.self_ = save(a)
-    node.indices = save(indices)
-    node.dim = dim
-    node.keepdim = keepdim
-    node.self_shape = a.shape
-    return ValuesIndices(record(node, values, a.device), indices)
+    saved = (a, indices) if len(rule.inputs_saved) == 2 else (indices,)
+    out = rule.record((a,), values, a.device, saved, (dim, keepdim, a.shape))
+    return ValuesIndices(out, indices)
 
 
 def _int_arg(fn: str, value: Any, name: str, position: int) -> int:
@@ -123,37 +119,31 @@ def _not_for_bool(kernel: str, x: Any) -> None:
 
 # ---- sort / argsort / topk ----
 
-class SortBackward0(MaxBackward0):
-    """The gradient of each value goes to the position its index names (PyTorch's
-    ``value_selecting_reduction_backward``): ``zeros(self_shape)`` with ``g`` put at
-    ``indices`` along ``dim``.
+def _put_back(unique: bool) -> Callable[..., Any]:
+    """The formula sending the gradient of each value to the position its index names
+    (PyTorch's ``value_selecting_reduction_backward``): ``zeros(self_shape)`` with ``g``
+    put at ``indices`` along ``dim``. ``indices`` has the shape of the result (``keepdim``
+    is always true). ``unique``: no index repeats within a slice (sort, topk); otherwise
+    repeated gradients add up."""
+    label = "ScatterBackward0" if unique else "ScatterAddBackward0"
 
-    The fields of ``max(dim)``'s node; ``indices`` has the shape of the result (``keepdim``
-    is always true). ``unique`` is true when no index repeats within a slice (sort,
-    topk); otherwise repeated gradients add up.
-    """
+    def put_back(g: Any, indices: Any, dim: int, keepdim: bool,
+                 self_shape: tuple[int, ...]) -> Any:
+        if not self_shape:  # a 0-d input is its own result
+            return g
+        key = along_dim_key(indices, dim, device_of_array(indices))
+        return index_scatter_add(g, self_shape, key, unique, label)
 
-    __slots__ = ()
-    unique = True
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        if not self.self_shape:  # a 0-d input is its own result
-            return (g,)
-        idx = self.indices.unpack(self, False)
-        key = along_dim_key(idx, self.dim, device_of_array(idx))
-        label = "ScatterBackward0" if self.unique else "ScatterAddBackward0"
-        return (index_scatter_add(g, self.self_shape, key, self.unique, label),)
+    return put_back
 
 
-class SortBackward1(SortBackward0):
-    """``sort(stable=...)``."""
-
-    __slots__ = ()
-
-
-class TopkBackward0(SortBackward0):
-    __slots__ = ()
+_put_back_unique = _put_back(True)
+SortBackward0 = Rule("SortBackward0", _put_back_unique, saves=SELECTING_SAVES,
+                     keeps=SELECTING_KEEPS, doc="``sort``: see ``_put_back``.")
+SortBackward1 = Rule("SortBackward1", _put_back_unique, saves=SELECTING_SAVES,
+                     keeps=SELECTING_KEEPS, doc="``sort(stable=...)``.")
+TopkBackward0 = Rule("TopkBackward0", _put_back_unique, saves=SELECTING_SAVES,
+                     keeps=SELECTING_KEEPS, doc="``topk``: see ``_put_back``.")
 
 
 def sort(a: Tensor, dim: int = -1, descending: bool = False, *,
@@ -171,8 +161,8 @@ def sort(a: Tensor, dim: int = -1, descending: bool = False, *,
     else:
         idx = _sort_order(x, d, descending)
         values = a.device.xp.take_along_axis(x, idx, axis=d)
-    node_cls = SortBackward0 if stable is _ABSENT else SortBackward1
-    return _with_history(a, values, idx, node_cls, d)
+    return _with_history(a, values, idx, SortBackward0 if stable is _ABSENT else SortBackward1,
+                         d)
 
 
 def argsort(a: Tensor, dim: int = -1, descending: bool = False, *,
@@ -210,31 +200,27 @@ def topk(a: Tensor, k: int, dim: int = -1, largest: bool = True,
 
 # ---- kthvalue / median ----
 
-class KthvalueBackward0(MaxBackward0):
-    """The gradient goes to the index returned (``max(dim)``'s formula)."""
-
-    __slots__ = ()
-
-
-class MedianBackward1(MaxBackward0):
-    """``median(dim)``: the gradient goes to the index returned."""
-
-    __slots__ = ()
+def _selecting_rule(name: str, doc: str) -> Rule:
+    """A node sending the gradient to the index returned (``max(dim)``'s formula)."""
+    return Rule(name, value_selecting_grad, saves=SELECTING_SAVES, keeps=SELECTING_KEEPS,
+                doc=doc)
 
 
-class NanmedianBackward1(MedianBackward1):
-    __slots__ = ()
+def _evenly_rule(name: str, doc: str) -> Rule:
+    """A full reduction splitting the gradient evenly among the elements equal to the
+    result (the full ``max``'s formula)."""
+    return Rule(name, evenly_distribute_grad, saves=EVENLY_SAVES, doc=doc)
 
 
-class MedianBackward0(MaxBackward1):
-    """Full median: the gradient is split evenly among the elements equal to the median
-    (among the NaNs when it is NaN), PyTorch's ``evenly_distribute_backward``."""
-
-    __slots__ = ()
-
-
-class NanmedianBackward0(MedianBackward0):
-    __slots__ = ()
+KthvalueBackward0 = _selecting_rule("KthvalueBackward0",
+                                    "The gradient goes to the index returned.")
+MedianBackward1 = _selecting_rule("MedianBackward1",
+                                  "``median(dim)``: the gradient goes to the index returned.")
+NanmedianBackward1 = _selecting_rule("NanmedianBackward1", "``nanmedian(dim)``.")
+MedianBackward0 = _evenly_rule("MedianBackward0",
+                               "Full median: the gradient is split evenly among the elements "
+                               "equal to the median (among the NaNs when it is NaN).")
+NanmedianBackward0 = _evenly_rule("NanmedianBackward0", "Full nanmedian.")
 
 
 def _check_reduced_dim(fn: str, x: Any, d: int) -> None:
@@ -242,7 +228,7 @@ def _check_reduced_dim(fn: str, x: Any, d: int) -> None:
         raise IndexError(f"{fn}(): Expected reduction dim {d} to have non-zero size.")
 
 
-def _at_rank(a: Tensor, d: int, rank: Any, keepdim: bool, node_cls: type) -> ValuesIndices:
+def _at_rank(a: Tensor, d: int, rank: Any, keepdim: bool, rule: Rule) -> ValuesIndices:
     """``(values, indices)`` of the element at position ``rank`` (an int, or an int array
     of the kept-dims shape) of each slice along ``d`` sorted stably ascending."""
     x = a.data
@@ -258,7 +244,7 @@ def _at_rank(a: Tensor, d: int, rank: Any, keepdim: bool, node_cls: type) -> Val
         values = xp.take_along_axis(x, idx, axis=d)
         if not keepdim:
             idx, values = idx.squeeze(d), values.squeeze(d)
-    return _with_history(a, values, idx, node_cls, d, keepdim)
+    return _with_history(a, values, idx, rule, d, keepdim)
 
 
 def kthvalue(a: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
@@ -296,7 +282,7 @@ def _median(a: Tensor, dim: Any, keepdim: Any, ignore_nan: bool) -> Any:
         d = normalize_dim(dim, x.ndim)
         _not_for_bool("median_out", x)
         _check_reduced_dim("median", x, d)
-        keep = False if keepdim is _ABSENT else keepdim
+        keep = False if keepdim is _ABSENT else bool(keepdim)
         rank = _median_rank(x, d, ignore_nan) if x.ndim else 0
         return _at_rank(a, d, rank, keep,
                         NanmedianBackward1 if ignore_nan else MedianBackward1)
@@ -309,14 +295,8 @@ def _median(a: Tensor, dim: Any, keepdim: Any, ignore_nan: bool) -> Any:
         data = _on_device(numpy.full((), empty, dtype=x.dtype), a.device)
     else:
         data = as_array(a.device.xp.sort(flat)[_median_rank(flat, 0, ignore_nan)].reshape(()))
-    edges = edges_of(a)
-    if edges is None:
-        return plain(data, a.device)
-    node = (NanmedianBackward0 if ignore_nan else MedianBackward0)(edges)
-    node.self_ = save(a)
-    out = record(node, data, a.device)
-    node.result = save(out, is_output=True)
-    return out
+    return (NanmedianBackward0 if ignore_nan else MedianBackward0).record((a,), data, a.device,
+                                                                          (a,))
 
 
 def median(a: Tensor, dim: Any = _ABSENT, keepdim: Any = _ABSENT) -> Any:
@@ -337,27 +317,22 @@ def nanmedian(a: Tensor, dim: Any = _ABSENT, keepdim: Any = _ABSENT) -> Any:
 
 # ---- cummax / cummin ----
 
-class CummaxBackward0(SortBackward0):
-    """Repeated indices add up their gradients (PyTorch's ``cummaxmin_backward``).
-
-    The formula does not read the input; ``self_`` is saved, as PyTorch does, for its
-    version check (made before the indices').
-    """
-
-    __slots__ = ("self_",)
-    unique = False
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        self.self_.unpack(self, False)
-        return super().apply(grads, create_graph)
-
-    def release_variables(self) -> None:
-        self.self_.release()
-        super().release_variables()
+_put_back_adding = _put_back(False)
 
 
-class CumminBackward0(CummaxBackward0):
-    __slots__ = ()
+def _cummaxmin_grad(g: Any, self_: Any, indices: Any, dim: int, keepdim: bool,
+                    self_shape: tuple[int, ...]) -> Any:
+    """Repeated indices add up their gradients (PyTorch's ``cummaxmin_backward``). The
+    formula does not read the input: ``self_`` is saved, as PyTorch does, for its version
+    check (made before the indices')."""
+    return _put_back_adding(g, indices, dim, keepdim, self_shape)
+
+
+_CUMMAXMIN_SAVES = (Saved("self_", raw=True),) + SELECTING_SAVES
+CummaxBackward0 = Rule("CummaxBackward0", _cummaxmin_grad, saves=_CUMMAXMIN_SAVES,
+                       keeps=SELECTING_KEEPS, doc="``cummax``: see ``_cummaxmin_grad``.")
+CumminBackward0 = Rule("CumminBackward0", _cummaxmin_grad, saves=_CUMMAXMIN_SAVES,
+                       keeps=SELECTING_KEEPS, doc="``cummin``: see ``_cummaxmin_grad``.")
 
 
 def _running_extreme(a: Tensor, d: int, is_max: bool) -> tuple[Any, Any]:
@@ -392,8 +367,7 @@ def _cumulative_extreme(a: Tensor, dim: int, is_max: bool) -> ValuesIndices:
     x = a.data
     d = normalize_dim(dim, x.ndim)
     values, idx = _scalar_pair(a) if x.ndim == 0 else _running_extreme(a, d, is_max)
-    return _with_history(a, values, idx, CummaxBackward0 if is_max else CumminBackward0, d,
-                         save_self=True)
+    return _with_history(a, values, idx, CummaxBackward0 if is_max else CumminBackward0, d)
 
 
 def cummax(a: Tensor, dim: int) -> ValuesIndices:
@@ -413,11 +387,6 @@ def cummin(a: Tensor, dim: int) -> ValuesIndices:
 def _cumprod(x: Any, dim: int) -> Any:
     """Running products along ``dim`` of an array or a Tensor (recorded)."""
     return cumprod(x, dim) if type(x) is Tensor else x.cumprod(axis=dim)
-
-
-def _reverse_cumsum(x: Any, dim: int) -> Any:
-    """Sums from the end along ``dim``: ``out_j = sum_{k >= j} x_k``."""
-    return _flip(_cumsum(_flip(x, dim), dim), dim)
 
 
 def _reverse_linear_scan(b: Any, c: Any, dim: int) -> Any:
@@ -472,7 +441,7 @@ def _cumprod_grad_first_zero(g: Any, x: Any, y: Any, dim: int) -> Any:
     zeros_so_far = (x == 0).cumsum(axis=dim)
     before, up_to_second = zeros_so_far == 0, zeros_so_far == 1
     first = up_to_second & (x == 0)
-    head = _reverse_cumsum(xp.where(before, y * g, 0), dim) / x
+    head = reverse_cumsum(xp.where(before, y * g, 0), dim) / x
     runs = xp.where(up_to_second & ~first, x, 1).cumprod(axis=dim)
     at_first = (runs * xp.where(up_to_second, g, 0)).sum(axis=dim, keepdims=True)
     y_before = _prepend_one(_part(y, dim, 0, x.shape[dim] - 1), dim)
@@ -494,7 +463,7 @@ def _cumprod_grad(node: RuleNode, grads: list[Any], create_graph: bool, saved_x:
     if _dual.raw(x).size <= 1 or x.shape[dim] == 1:
         return (g,)
     if not bool((_dual.raw(x) == 0).any()):
-        return (_reverse_cumsum(g * y, dim) / x,)
+        return (reverse_cumsum(g * y, dim) / x,)
     if create_graph:
         return (_cumprod_grad_with_zeros(g, x, dim),)
     return (_cumprod_grad_first_zero(g, x, y, dim),)

@@ -25,10 +25,10 @@ import numpy
 
 from .._tensor import Tensor, cpp_type_name, scalar_type_name
 from ..grad_mode import no_grad
-from ..graph._node import Node
 from . import _dual
 from ._promote import promote_types
-from ._record import check_same_device, edges_of, plain, record, save, tensor_arg
+from ._record import check_same_device, edges_of, plain, tensor_arg
+from ._rule import Rule, Saved
 from .indexing import index_select
 from .inplace import check_inplace, clone, commit_inplace, copy_
 from .joining import cat
@@ -100,50 +100,39 @@ def _diagonal_of(x: Any, offset: int, d1: int, d2: int) -> Any:
 
 # ---- diagonal / diag / diag_embed / trace ----
 
-class DiagonalBackward0(Node):
-    """``diagonal(offset, dim1, dim2)``: the gradient embedded into zeros of the input's shape."""
-
-    __slots__ = ("in_shape", "offset", "dim1", "dim2")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (diagonal_backward(grads[0], self.in_shape, self.offset, self.dim1, self.dim2),)
-
-
-class DiagonalBackward0_copy(DiagonalBackward0):  # PyTorch's name for diag's 2-D case
-    """``diag`` of a matrix: a copy of its diagonal."""
-
-    __slots__ = ()
+DiagonalBackwardBackward0 = Rule(
+    "DiagonalBackwardBackward0", _diagonal_of, keeps=("offset", "dim1", "dim2"),
+    doc="``diagonal_backward`` (under create_graph): its gradient is the diagonal again.")
+DiagEmbedBackward0 = Rule(
+    "DiagEmbedBackward0", _diagonal_of, keeps=DiagonalBackwardBackward0.keeps,
+    doc="``diag_embed`` (and ``diag`` of a vector): the gradient's diagonal.")
 
 
-class DiagonalBackwardBackward0(Node):
-    """``diagonal_backward`` (under create_graph): its gradient is the diagonal again."""
-
-    __slots__ = ("offset", "dim1", "dim2")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_diagonal_of(grads[0], self.offset, self.dim1, self.dim2),)
-
-
-class DiagEmbedBackward0(DiagonalBackwardBackward0):
-    """``diag_embed`` (and ``diag`` of a vector): the gradient's diagonal."""
-
-    __slots__ = ()
+def _embedded(t: Tensor, in_shape: tuple[int, ...], offset: int, d1: int, d2: int,
+              rule: Rule) -> Tensor:
+    """Zeros of ``in_shape`` with ``t`` on the diagonal (``d1``, ``d2`` wrapped), recorded as
+    ``rule``."""
+    with t.device.backend.device_guard(t.device.index):  # zeros on t's device
+        data = _embed_diagonal(t.data, in_shape, offset, d1, d2)
+    return rule.record((t,), data, t.device, (), (offset, d1, d2))
 
 
-def diagonal_backward(grad: Any, in_shape: tuple[int, ...], offset: int, d1: int, d2: int,
-                      node_cls: type[Node] = DiagonalBackwardBackward0) -> Any:
+def diagonal_backward(grad: Any, in_shape: tuple[int, ...], offset: int, d1: int,
+                      d2: int) -> Any:
     """Dual: zeros of ``in_shape`` with ``grad`` on the diagonal (``d1``, ``d2`` wrapped), a
-    Tensor recorded as ``node_cls`` (``diag_embed``'s node when it is the forward)."""
+    Tensor recorded as DiagonalBackwardBackward0."""
     if type(grad) is not Tensor:
         return _embed_diagonal(grad, in_shape, offset, d1, d2)
-    with grad.device.backend.device_guard(grad.device.index):  # zeros on grad's device
-        data = _embed_diagonal(grad.data, in_shape, offset, d1, d2)
-    edges = edges_of(grad)
-    if edges is None:
-        return plain(data, grad.device)
-    node = node_cls(edges)
-    node.offset, node.dim1, node.dim2 = offset, d1, d2
-    return record(node, data, grad.device)
+    return _embedded(grad, in_shape, offset, d1, d2, DiagonalBackwardBackward0)
+
+
+DiagonalBackward0 = Rule(
+    "DiagonalBackward0", diagonal_backward, keeps=("in_shape", "offset", "dim1", "dim2"),
+    doc="``diagonal(offset, dim1, dim2)``: the gradient embedded into zeros of the input's "
+        "shape.")
+DiagonalBackward0_copy = Rule(  # PyTorch's name for diag's 2-D case
+    "DiagonalBackward0_copy", diagonal_backward, keeps=DiagonalBackward0.keeps,
+    doc="``diag`` of a matrix: a copy of its diagonal.")
 
 
 def _diagonal_dims(ndim: int, dim1: Any, dim2: Any) -> tuple[int, int]:
@@ -153,18 +142,11 @@ def _diagonal_dims(ndim: int, dim1: Any, dim2: Any) -> tuple[int, int]:
     return d1, d2
 
 
-def _diagonal(t: Tensor, offset: int, d1: int, d2: int, node_cls: type[DiagonalBackward0],
-              is_view: bool) -> Tensor:
+def _diagonal(t: Tensor, offset: int, d1: int, d2: int, rule: Rule, is_view: bool) -> Tensor:
     data = _diagonal_view(t.data, offset, d1, d2)
     if not is_view:
         data = data.copy()
-    edges = edges_of(t)
-    if edges is None:
-        out = plain(data, t.device)
-    else:
-        node = node_cls(edges)
-        node.in_shape, node.offset, node.dim1, node.dim2 = t.shape, offset, d1, d2
-        out = record(node, data, t.device)
+    out = rule.record((t,), data, t.device, (), (t.shape, offset, d1, d2))
     return as_view(out, t) if is_view else out
 
 
@@ -180,7 +162,7 @@ def _diag_embed(t: Tensor, offset: int, d1: int, d2: int) -> Tensor:
     shape = list(t.shape[:-1])
     for d in sorted((d1, d2)):
         shape.insert(d, size)
-    return diagonal_backward(t, tuple(shape), offset, d1, d2, DiagEmbedBackward0)
+    return _embedded(t, tuple(shape), offset, d1, d2, DiagEmbedBackward0)
 
 
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:  # noqa: A002
@@ -200,15 +182,14 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
 
 
-class TraceBackward0(Node):
-    """``trace``: the gradient (0-d) on the diagonal of zeros of the input's shape."""
+def _trace_grad(g: Any, in_shape: tuple[int, int]) -> Any:
+    """The gradient (0-d) on the diagonal of zeros of the input's shape."""
+    n, m = in_shape
+    return diagonal_backward(_dual.expand(g, (min(n, m),)), in_shape, 0, 0, 1)
 
-    __slots__ = ("in_shape",)
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        n, m = self.in_shape
-        on_diagonal = _dual.expand(grads[0], (min(n, m),))
-        return (diagonal_backward(on_diagonal, self.in_shape, 0, 0, 1),)
+TraceBackward0 = Rule("TraceBackward0", _trace_grad, keeps=("in_shape",),
+                      doc="``trace`` of a matrix.")
 
 
 def trace(input: Tensor) -> Tensor:  # noqa: A002
@@ -221,12 +202,7 @@ def trace(input: Tensor) -> Tensor:  # noqa: A002
     if dtype.kind in "iu":
         dtype = numpy.dtype(numpy.int64)
     data = as_array(input.device.xp.trace(input.data, dtype=dtype))
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = TraceBackward0(edges)
-    node.in_shape = input.shape
-    return record(node, data, input.device)
+    return TraceBackward0.record((input,), data, input.device, (), (input.shape,))
 
 
 # ---- tril / triu ----
@@ -239,25 +215,15 @@ def _triangle(x: Any, k: int, upper: bool) -> Any:
     return xp.triu(x, k) if upper else xp.tril(x, k)
 
 
-class TrilBackward0(Node):
-    """``tril(diagonal)`` (also in place): the gradient's lower triangle."""
-
-    __slots__ = ("diagonal",)
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_triangle(grads[0], self.diagonal, upper=False),)
-
-
-class TriuBackward0(TrilBackward0):
-    """``triu(diagonal)`` (also in place): the gradient's upper triangle."""
-
-    __slots__ = ()
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_triangle(grads[0], self.diagonal, upper=True),)
+TrilBackward0 = Rule("TrilBackward0", lambda g, k: _triangle(g, k, upper=False),
+                     keeps=("diagonal",),
+                     doc="``tril(diagonal)`` (also in place): the gradient's lower triangle.")
+TriuBackward0 = Rule("TriuBackward0", lambda g, k: _triangle(g, k, upper=True),
+                     keeps=("diagonal",),
+                     doc="``triu(diagonal)`` (also in place): the gradient's upper triangle.")
 
 
-def _triangle_args(t: Tensor, diagonal: Any, upper: bool) -> tuple[int, type[TrilBackward0]]:
+def _triangle_args(t: Tensor, diagonal: Any, upper: bool) -> tuple[int, Rule]:
     if t.ndim < 2:
         raise RuntimeError(
             f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
@@ -265,24 +231,15 @@ def _triangle_args(t: Tensor, diagonal: Any, upper: bool) -> tuple[int, type[Tri
 
 
 def _triangular(t: Tensor, diagonal: Any, upper: bool) -> Tensor:
-    k, node_cls = _triangle_args(t, diagonal, upper)
-    data = _triangle(t.data, k, upper)
-    edges = edges_of(t)
-    if edges is None:
-        return plain(data, t.device)
-    node = node_cls(edges)
-    node.diagonal = k
-    return record(node, data, t.device)
+    k, rule = _triangle_args(t, diagonal, upper)
+    return rule.record((t,), _triangle(t.data, k, upper), t.device, (), (k,))
 
 
 def _triangular_(t: Tensor, diagonal: Any, upper: bool) -> Tensor:
-    k, node_cls = _triangle_args(t, diagonal, upper)
+    k, rule = _triangle_args(t, diagonal, upper)
     edges = edges_of(t)
     check_inplace(t, edges)
-    node = None
-    if edges is not None:
-        node = node_cls(edges)
-        node.diagonal = k
+    node = None if edges is None else rule.make(edges, (), (k,))
     t.data[...] = _triangle(t.data, k, upper)
     return commit_inplace(t, node)
 
@@ -422,37 +379,27 @@ def kron(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
 
 # ---- addmm / baddbmm ----
 
-class AddmmBackward0(Node):
-    """``beta * input + alpha * (mat1 @ mat2)``: d input = beta g (summed to its shape by the
-    engine), d mat1 = alpha g mat2^T, d mat2 = alpha mat1^T g. (nn_ops' node of this name
-    is linear's, whose weight is mat2 transposed.) Saves mat1 if mat2 needs a gradient and
-    mat2 if mat1 does."""
-
-    __slots__ = ("mat1", "mat2", "alpha", "beta")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        edges = self.next_edges
-        g_input = g_mat1 = g_mat2 = None
-        if edges[0] is not None:
-            g_input = g if self.beta == 1 else g * self.beta
-        scaled = g if self.alpha == 1 or edges[1] is edges[2] is None else g * self.alpha
-        if edges[1] is not None:
-            g_mat1 = scaled @ _dual.swap_last(self.mat2.unpack(self, create_graph))
-        if edges[2] is not None:
-            g_mat2 = _dual.swap_last(self.mat1.unpack(self, create_graph)) @ scaled
-        return (g_input, g_mat1, g_mat2)
-
-    def release_variables(self) -> None:
-        for saved in (self.mat1, self.mat2):
-            if saved is not None:
-                saved.release()
+def _scaled(g: Any, alpha: Any) -> Any:
+    return g if alpha == 1 else g * alpha
 
 
-class BaddbmmBackward0(AddmmBackward0):
-    """``beta * input + alpha * bmm(batch1, batch2)``: addmm's formulas, batched."""
+def _addmm_rule(name: str, doc: str, variant: str | None = None) -> Rule:
+    """The rule of ``beta * input + alpha * (mat1 @ mat2)``, batched or not: d input = beta g
+    (summed to its shape by the engine), d mat1 = alpha g mat2^T, d mat2 = alpha mat1^T g.
+    Saves mat1 if mat2 needs a gradient and mat2 if mat1 does (in that order)."""
+    return Rule(
+        name,
+        lambda g, mat1, mat2, alpha, beta: _scaled(g, beta),
+        lambda g, mat1, mat2, alpha, beta: _scaled(g, alpha) @ _dual.swap_last(mat2),
+        lambda g, mat1, mat2, alpha, beta: _dual.swap_last(mat1) @ _scaled(g, alpha),
+        saves=(Saved("mat1", only_for=2), Saved("mat2", only_for=1)), keeps=("alpha", "beta"),
+        doc=doc, variant=variant)
 
-    __slots__ = ()
+
+# nn_ops' node of this name is linear's, whose weight is mat2 transposed
+AddmmBackward0 = _addmm_rule("AddmmBackward0", "``beta * input + alpha * (mat1 @ mat2)``.",
+                             variant="addmm")
+BaddbmmBackward0 = _addmm_rule("BaddbmmBackward0", "``baddbmm``: addmm's formulas, batched.")
 
 
 def _add_scaled(input: Tensor, product: Any, beta: Any, alpha: Any) -> Any:
@@ -466,18 +413,6 @@ def _add_scaled(input: Tensor, product: Any, beta: Any, alpha: Any) -> Any:
     if beta != 0:
         product = product + (bias if beta == 1 else bias * beta)
     return product.astype(dtype, copy=False)
-
-
-def _record_scaled(node_cls: type[AddmmBackward0], input: Tensor, m1: Tensor, m2: Tensor,  # noqa: A002
-                   data: Any, beta: Any, alpha: Any) -> Tensor:
-    edges = edges_of(input, m1, m2)
-    if edges is None:
-        return plain(data, m1.device)
-    node = node_cls(edges)
-    node.mat1 = save(m1) if edges[2] is not None else None
-    node.mat2 = save(m2) if edges[1] is not None else None
-    node.alpha, node.beta = alpha, beta
-    return record(node, data, m1.device)
 
 
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1,  # noqa: A002
@@ -499,7 +434,8 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1,  # noqa: 
     check_same_device(input, mat1)
     check_same_device(mat1, mat2)
     data = _add_scaled(input, mat1.data @ mat2.data, beta, alpha)
-    return _record_scaled(AddmmBackward0, input, mat1, mat2, data, beta, alpha)
+    return AddmmBackward0.record((input, mat1, mat2), data, mat1.device, (mat1, mat2),
+                                 (alpha, beta))
 
 
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,  # noqa: A002
@@ -517,7 +453,8 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,  # 
                            "batch2: {}".format(*names))
     check_same_device(input, batch1)
     data = _add_scaled(input, product, beta, alpha)
-    return _record_scaled(BaddbmmBackward0, input, batch1, batch2, data, beta, alpha)
+    return BaddbmmBackward0.record((input, batch1, batch2), data, batch1.device,
+                                   (batch1, batch2), (alpha, beta))
 
 
 # ---- dims: movedim / swapaxes / unflatten ----
@@ -600,13 +537,9 @@ def _rolled(x: Any, shifts: tuple[int, ...], dims: tuple[int, ...]) -> Any:
     return xp.roll(x, shifts, dims) if dims else xp.roll(x, shifts[0])
 
 
-class RollBackward0(Node):
-    """``roll(shifts, dims)``: the gradient rolled back."""
-
-    __slots__ = ("shifts", "dims")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_rolled(grads[0], tuple(-s for s in self.shifts), self.dims),)
+RollBackward0 = Rule(
+    "RollBackward0", lambda g, shifts, dims: _rolled(g, tuple(-s for s in shifts), dims),
+    keeps=("shifts", "dims"), doc="``roll(shifts, dims)``: the gradient rolled back.")
 
 
 def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:  # noqa: A002
@@ -623,12 +556,7 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:  # noqa: A002
         raise IndexError(f"Dimension specified as {axes[0]} but tensor has no dimensions")
     axes = tuple(wrap_dim(d, input.ndim) for d in axes)
     data = _dual.contiguous(_rolled(input.data, shift, axes))
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = RollBackward0(edges)
-    node.shifts, node.dims = shift, axes
-    return record(node, data, input.device)
+    return RollBackward0.record((input,), data, input.device, (), (shift, axes))
 
 
 def _rotated(x: Any, k: int, dims: tuple[int, int]) -> Any:
@@ -638,13 +566,8 @@ def _rotated(x: Any, k: int, dims: tuple[int, int]) -> Any:
     return _dual.xp_of(x).rot90(x, k, dims)
 
 
-class Rot90Backward0(Node):
-    """``rot90(k, dims)``: the gradient turned back."""
-
-    __slots__ = ("k", "dims")
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        return (_rotated(grads[0], -self.k, self.dims),)
+Rot90Backward0 = Rule("Rot90Backward0", lambda g, k, dims: _rotated(g, -k, dims),
+                      keeps=("k", "dims"), doc="``rot90(k, dims)``: the gradient turned back.")
 
 
 def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:  # noqa: A002
@@ -670,12 +593,7 @@ def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:  #
         data = xp.flip(input.data, (d0, d1)).copy()
     else:
         data = input.data.copy()
-    edges = edges_of(input)
-    if edges is None:
-        return plain(data, input.device)
-    node = Rot90Backward0(edges)
-    node.k, node.dims = turns, (d0, d1)
-    return record(node, data, input.device)
+    return Rot90Backward0.record((input,), data, input.device, (), (turns, (d0, d1)))
 
 
 # ---- repeat_interleave / tensor_split / diff ----
@@ -771,9 +689,9 @@ def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple
                  for start, end in zip([0] + bounds, bounds + [None]))
 
 
-def _diff_operand(t: Tensor, other: Any, d: int, name: str) -> Tensor:
+def _diff_operand(t: Tensor, value: Any, d: int, name: str) -> Tensor:
     """Check ``prepend``/``append`` against ``t`` (all sizes but ``d``'s must match)."""
-    other = tensor_arg(other, "diff", name)
+    other = tensor_arg(value, "diff", name)
     if other.ndim != t.ndim:
         raise RuntimeError("diff expects prepend or append to be the same dimension as input")
     for i, (n, m) in enumerate(zip(t.shape, other.shape)):

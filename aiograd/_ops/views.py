@@ -52,6 +52,7 @@ from ..graph._saved import ERR_BACKWARD_TWICE
 from . import _dual
 from ._index_scatter import index_scatter_add
 from ._record import record
+from ._rule import Rule
 
 __all__ = ["as_view", "forbidden_kind", "forbidden_view_error", "is_differentiable_view",
            "mark_forbidden_view", "rebase_view", "refresh_views"]
@@ -59,8 +60,10 @@ __all__ = ["as_view", "forbidden_kind", "forbidden_view_error", "is_differentiab
 _registry_lock = threading.Lock()
 
 
-class _ViewRef(weakref.ref):
+class _ViewRef(weakref.ref[Tensor]):
     __slots__ = ("key",)
+
+    key: int
 
 
 class LiveViews:
@@ -120,7 +123,7 @@ class LiveViews:
 
 
 def _live_views(root: Tensor) -> LiveViews:
-    views = root._views
+    views: LiveViews | None = root._views
     if views is None:
         with _registry_lock:
             views = root._views
@@ -183,6 +186,8 @@ class _ModifiedForbiddenView(Node):
     __slots__ = ("message",)
     runs_without_grads = True
 
+    message: str
+
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         raise RuntimeError(self.message)
 
@@ -208,8 +213,8 @@ def as_view(out: Tensor, base: Tensor) -> Tensor:
 
 def is_differentiable_view(t: Tensor) -> bool:
     """True if ``t`` is a view made with grad mode on (one that may be written with autograd)."""
-    views = t._base._views
-    return views is not None and t in views
+    base = t._base
+    return base is not None and base._views is not None and t in base._views
 
 
 class ViewGeometry:
@@ -221,6 +226,15 @@ class ViewGeometry:
 
     __slots__ = ("shape", "strides", "offset", "root_shape", "root_strides", "root_offset",
                  "span", "root_c_contiguous")
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    root_shape: tuple[int, ...]
+    root_strides: tuple[int, ...]
+    root_offset: int
+    span: int
+    root_c_contiguous: bool
 
     @classmethod
     def of(cls, view: Any, root: Any) -> ViewGeometry | None:
@@ -286,7 +300,7 @@ def _address(array: Any) -> int:
     interface = getattr(array, "__array_interface__", None)
     if interface is None:
         interface = array.__cuda_array_interface__
-    return interface["data"][0]
+    return int(interface["data"][0])
 
 
 def _extent(ptr: int, array: Any, itemsize: int) -> tuple[int, int]:
@@ -302,22 +316,24 @@ def _extent(ptr: int, array: Any, itemsize: int) -> tuple[int, int]:
     return lo, hi + itemsize
 
 
-class AsStridedBackward0(Node):
-    """The grad_fn of a view after an in-place write to its memory (see the Note)."""
+def _as_strided_grad(g: Any, geometry: ViewGeometry) -> Any:
+    """The view's gradient scattered into zeros shaped like its root."""
+    flat = geometry.scatter_flat(g, geometry.root_index(_dual.xp_of(g)))
+    return _dual.reshape(flat, geometry.root_shape)
 
-    __slots__ = ("geometry",)
 
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        g = grads[0]
-        geometry = self.geometry
-        flat = geometry.scatter_flat(g, geometry.root_index(_dual.xp_of(g)))
-        return (_dual.reshape(flat, geometry.root_shape),)
+AsStridedBackward0 = Rule(
+    "AsStridedBackward0", _as_strided_grad, keeps=("geometry",),
+    doc="The grad_fn of a view after an in-place write to its memory (see the Note).")
 
 
 class CopySlices(Node):
     """A root's grad_fn after an in-place write through one of its views (see the Note)."""
 
     __slots__ = ("fn", "geometry")
+
+    fn: Node | None  # None once released
+    geometry: ViewGeometry
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         fn = self.fn
@@ -373,9 +389,9 @@ def set_history(t: Tensor, node: Node) -> None:
         t.retain_grad()
 
 
-def rebase_view(view: Tensor, fn: Node) -> None:
-    """Record the write of ``view`` by ``fn`` as its root's ``CopySlices``."""
-    root = view._base
+def rebase_view(view: Tensor, root: Tensor, fn: Node) -> None:
+    """Record the write of ``view`` (of ``root``, its ``_base``) by ``fn`` as the root's
+    ``CopySlices``."""
     geometry = ViewGeometry.of(view.data, root.data)
     if geometry is None:
         raise RuntimeError(
@@ -388,12 +404,12 @@ def rebase_view(view: Tensor, fn: Node) -> None:
     set_history(root, node)
 
 
-def refresh_views(root: Tensor) -> None:
-    """After an in-place write to ``root``'s memory: new grad_fns for its live views."""
+def refresh_views(root: Tensor, views: LiveViews) -> None:
+    """After an in-place write to ``root``'s memory: new grad_fns for its live ``views``
+    (``root._views``)."""
     edge = _edge(root)
     if edge is None:
         return
-    views = root._views
     forbidden = views.forbidden
     for view in views.alive():
         kind = forbidden.get(id(view))
@@ -406,6 +422,4 @@ def refresh_views(root: Tensor) -> None:
         geometry = views.geometry(view, root)
         if geometry is None:  # root.data was replaced: no longer a view
             continue
-        node = AsStridedBackward0((edge,))
-        node.geometry = geometry
-        set_history(view, node)
+        set_history(view, AsStridedBackward0.make((edge,), (), (geometry,)))

@@ -36,10 +36,16 @@ def new_nonce() -> str:
     return os.urandom(16).hex()
 
 
+def body_mac(secret: bytes, nonce: str) -> Poly1305:
+    """A Poly1305 MAC under the one-time key of ``nonce`` (Note [Body MAC]), for bodies
+    MAC'd piece by piece as they are sent or received."""
+    return Poly1305(hmac.digest(secret, b"body|" + nonce.encode(), "sha256"))
+
+
 def body_tag(secret: bytes, nonce: str, bufs: Iterable[Any]) -> str:
     """The Poly1305 tag of the body made of ``bufs``, under the one-time key of ``nonce``
     (Note [Body MAC])."""
-    mac = Poly1305(hmac.digest(secret, b"body|" + nonce.encode(), "sha256"))
+    mac = body_mac(secret, nonce)
     for buf in bufs:
         mac.update(buf)
     return mac.finalize().hex()

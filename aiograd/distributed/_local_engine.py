@@ -16,7 +16,7 @@ distributed pass.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiograd import autograd as _autograd
 from aiograd._tensor import Tensor
@@ -52,12 +52,16 @@ def reachable(outputs: Iterable[Output]) -> set[Node]:
     return seen
 
 
-def _sinks(outputs: list[Output], stop_at: frozenset[Node], recv_type: type[Node]
-           ) -> tuple[list[Tensor], list[Node], list[GradientEdge]]:
+#: the recv node class of a pass
+R = TypeVar("R", bound=Node)
+
+
+def _sinks(outputs: list[Output], stop_at: frozenset[Node], recv_type: type[R]
+           ) -> tuple[list[Tensor], list[R], list[GradientEdge]]:
     """The leaves, recv nodes and stop-node inputs a pass from ``outputs`` reaches
     without going through a stop node."""
     leaves: list[Tensor] = []
-    recvs: list[Node] = []
+    recvs: list[R] = []
     stops: set[tuple[Node, int]] = set()
     seen: set[Node] = set()
     stack = _start_nodes(outputs)
@@ -83,9 +87,9 @@ def _sinks(outputs: list[Output], stop_at: frozenset[Node], recv_type: type[Node
     return leaves, recvs, [GradientEdge(n, nr) for n, nr in stops]
 
 
-async def local_pass(outputs: list[Output], grads: list[Any] | None, recv_type: type[Node],
+async def local_pass(outputs: list[Output], grads: list[Any] | None, recv_type: type[R],
                      stop_at: frozenset[Node] = frozenset()
-                     ) -> tuple[list[tuple[Tensor, Tensor]], list[tuple[Node, Any]],
+                     ) -> tuple[list[tuple[Tensor, Tensor]], list[tuple[R, Tensor | None]],
                                 list[tuple[GradientEdge, Tensor]]]:
     """Run the local graph from ``outputs`` with ``grads`` (None: ones for scalar
     outputs), stopping at ``stop_at``. Returns ``(leaf, grad)`` pairs for the leaves

@@ -10,6 +10,7 @@ travels as the array's raw bytes after the header. Note [Unpickle after auth]:
 from __future__ import annotations
 
 import io
+import math
 import pickle
 import struct
 from collections.abc import Callable
@@ -86,8 +87,7 @@ def loads(payload: bytes | memoryview,
         nonlocal offset
         _, dtype, shape, extra = pid
         dt = numpy.dtype(dtype)
-        count = int(numpy.prod(shape, dtype=numpy.int64))
-        nbytes = count * dt.itemsize
+        nbytes = math.prod(shape) * dt.itemsize
         arr = numpy.frombuffer(view[offset:offset + nbytes], dtype=dt).reshape(shape)
         if view.readonly:
             arr = arr.copy()

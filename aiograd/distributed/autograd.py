@@ -52,7 +52,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, overload
 
 from aiograd._ops._record import edges_of, record
 from aiograd._tensor import Tensor
@@ -281,7 +281,7 @@ class _Backward:
         #: stop-node inputs (node, input_nr) captured by a pass, and their summed gradient
         self.frontier: dict[tuple[Node, int], Tensor] = {}
         #: recv nodes this backward reaches here and has not answered yet: summed gradient
-        self.recvs: dict[Node, Tensor | None] = {}
+        self.recvs: dict[RecvRpcBackward, Tensor | None] = {}
         #: the root worker's roots until its first pass
         self.roots: list[Tensor] | None = None
         self.retain_graph = retain_graph
@@ -289,6 +289,14 @@ class _Backward:
 
     def done(self) -> bool:
         return not (self.pending or self.arrived or self.frontier or self.recvs or self.roots)
+
+
+@overload
+def _add(old: Tensor | None, g: Tensor) -> Tensor: ...
+
+
+@overload
+def _add(old: Tensor | None, g: Tensor | None) -> Tensor | None: ...
 
 
 def _add(old: Tensor | None, g: Tensor | None) -> Tensor | None:
@@ -339,7 +347,8 @@ async def _serve_discover(agent: Any, sender: int, payload: Any) -> None:
     await _discover(ctx, bw, backward_id, [_send_output(ctx, m) for m in fresh])
 
 
-async def _advance(ctx: _Context, bw: _Backward) -> list[tuple[RecvRpcBackward, Any]]:
+async def _advance(ctx: _Context, bw: _Backward
+                   ) -> list[tuple[RecvRpcBackward, Tensor | None]]:
     """Run one local pass from everything now ready: the roots, the sends whose gradient
     arrived, and the frontier nodes no pending send can reach any more. Nodes that a
     pending send can still reach are stop nodes: they wait, so each runs once with its
@@ -375,20 +384,20 @@ async def _advance(ctx: _Context, bw: _Backward) -> list[tuple[RecvRpcBackward, 
                     bw.recvs[node] = _add(bw.recvs.get(node), g)
                 for edge, g in stop_grads:
                     key = (edge.node, edge.output_nr)
-                    bw.frontier[key] = _add(bw.frontier.get(key), g)  # type: ignore[assignment]
+                    bw.frontier[key] = _add(bw.frontier.get(key), g)
             if not bw.retain_graph:
                 for m, _ in ready:
                     ctx.sends.pop(m, None)
             final = [(r, g) for r, g in bw.recvs.items() if r not in blocked]
             for r, _ in final:
                 del bw.recvs[r]
-            return final  # type: ignore[return-value]
+            return final
         finally:
             _backward_passes -= 1
 
 
 async def _answer(ctx: _Context, backward_id: int,
-                  final: list[tuple[RecvRpcBackward, Any]]) -> None:
+                  final: list[tuple[RecvRpcBackward, Tensor | None]]) -> None:
     """Send each final recv gradient to its sender; returns when their work is done."""
     agent = _rpc._get_agent()
     try:

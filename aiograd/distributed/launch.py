@@ -4,6 +4,15 @@ Starts N fresh interpreters (never forks: Note [One RPC thread]) with RANK,
 LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and, unless already set, a
 random AIOGRAD_RPC_SECRET. If a worker fails, the others are terminated.
 Exits with the first non-zero worker status (0 if all succeed).
+
+Note [One BLAS thread per worker]: with more than one worker, each gets
+``OMP_NUM_THREADS=1`` unless the variable is already set (torchrun does the
+same). N workers that each run a BLAS pool sized to the machine put N x cores
+threads on the cores; OpenBLAS threads spin while they wait for each other, so
+a small matmul then waits for its own threads to be scheduled and takes
+milliseconds instead of microseconds, in long and short runs at random (the
+bimodal one-process backward of ``benchmarks/distributed.py``). OpenBLAS and
+OpenMP both read the variable; set it yourself to give each worker more threads.
 """
 from __future__ import annotations
 
@@ -32,6 +41,8 @@ def launch(nproc: int, argv: list[str], master_addr: str = "127.0.0.1",
     env = dict(os.environ, WORLD_SIZE=str(nproc), MASTER_ADDR=master_addr,
                MASTER_PORT=str(port))
     env.setdefault("AIOGRAD_RPC_SECRET", secrets.token_hex(16))
+    if nproc > 1:
+        env.setdefault("OMP_NUM_THREADS", "1")  # Note [One BLAS thread per worker]
     procs = [subprocess.Popen([sys.executable, *argv],
                               env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
              for r in range(nproc)]

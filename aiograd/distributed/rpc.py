@@ -36,7 +36,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import grpc
@@ -128,7 +128,7 @@ class _Agent:
         self.monitor: asyncio.Task[None] | None = None
         self.workers: dict[int, WorkerInfo] = {}
         self.addresses: dict[int, str] = {}
-        self.bulk = _bulk.BulkLane(keep=timeout)
+        self.bulk = _bulk.BulkLane(keep=timeout, secret=secret)
         self.bulk_addresses: dict[int, tuple[str, int]] = {}
         self.channels: dict[int, grpc.aio.Channel] = {}
         self.calls: dict[int, Any] = {}  # peer rank -> its unary gRPC method
@@ -152,7 +152,7 @@ class _Agent:
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("aiograd.Rpc", {
             "Call": grpc.unary_unary_rpc_method_handler(self._serve_unary, ident, ident),
         })])
-        bound: int = server.add_insecure_port(f"{host}:{port}")
+        bound = int(server.add_insecure_port(f"{host}:{port}"))
         if bound == 0:
             raise RuntimeError(f"init_rpc: could not bind {host}:{port}")
         await server.start()
@@ -163,16 +163,19 @@ class _Agent:
         md = context.invocation_metadata()
         sender = int(_auth.metadata_value(md, _auth.FROM_KEY) or -1)
         remaining = context.time_remaining()
-        body: bytes | memoryview = request
+        nonce, tag = _auth.token_parts(_auth.metadata_value(md, _auth.AUTH_KEY) or "")
         transfer = _auth.metadata_value(md, BULK_KEY)
-        if transfer is not None:
+        body: bytes | memoryview = request
+        if transfer is None:
+            vouched = hmac.compare_digest(_auth.body_tag(self.secret, nonce, [body]), tag)
+        else:
             try:
-                body = await self.bulk.take(bytes.fromhex(transfer), remaining)
+                arrival = await self.bulk.take(bytes.fromhex(transfer), remaining)
             except TimeoutError:
                 await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                                     "rpc: the body never arrived on the bulk lane")
-        nonce, tag = _auth.token_parts(_auth.metadata_value(md, _auth.AUTH_KEY) or "")
-        if not hmac.compare_digest(_auth.body_tag(self.secret, nonce, [body]), tag):
+            body, vouched = arrival.body, self.bulk.vouched(arrival, nonce, tag)
+        if not vouched:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "rpc: body does not match")
         raw_ctx = _auth.metadata_value(md, CTX_KEY)
         context_id = None if raw_ctx is None else int(raw_ctx)
@@ -188,14 +191,14 @@ class _Agent:
                     timeout: float) -> tuple[bytes, str, str]:
         """Send a body on the bulk lane to ``to``: its transfer id, nonce and MAC tag."""
         transfer, nonce = os.urandom(16), _auth.new_nonce()
-        tag = _auth.body_tag(self.secret, nonce, bufs)
         try:
             async with asyncio.timeout(timeout):
-                await self.bulk.send(self.bulk_addresses[to], transfer, bufs, size)
+                tag = await self.bulk.send(self.bulk_addresses[to], transfer, bufs, size, nonce)
         except TimeoutError:
             raise RemoteError(to, "DEADLINE_EXCEEDED: bulk lane transfer") from None
         except OSError as e:
             raise RemoteError(to, f"UNAVAILABLE: bulk lane: {e}") from None
+        assert tag is not None
         return transfer, nonce, tag
 
     async def _serve(self, body: bytes | memoryview, sender: int,
@@ -277,7 +280,7 @@ class _Agent:
         calls = self.inflight.setdefault(to, set())
         calls.add(rpc_call)
         try:
-            return await rpc_call  # type: ignore[no-any-return]
+            return await rpc_call
         finally:
             calls.discard(rpc_call)
 
@@ -287,13 +290,13 @@ class _Agent:
             return memoryview(reply)[1:]
         transfer, nonce, tag = reply[1:17], reply[17:49].decode(), reply[49:81].decode()
         try:
-            body = await self.bulk.take(transfer, timeout)
+            arrival = await self.bulk.take(transfer, timeout)
         except TimeoutError:
             raise RemoteError(to, "DEADLINE_EXCEEDED: the reply never arrived on the bulk "
                                   "lane") from None
-        if not hmac.compare_digest(_auth.body_tag(self.secret, nonce, [body]), tag):
+        if not self.bulk.vouched(arrival, nonce, tag):
             raise RemoteError(to, "UNAUTHENTICATED: reply body does not match")
-        return body
+        return arrival.body
 
     # ---- heartbeats (Note [Heartbeats]) ----
 
@@ -395,8 +398,8 @@ def _get_agent() -> _Agent:
     return _agent
 
 
-def _submit(coro: Awaitable[Any]) -> concurrent.futures.Future[Any]:
-    return asyncio.run_coroutine_threadsafe(coro, _get_agent().loop)  # type: ignore[arg-type]
+def _submit(coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+    return asyncio.run_coroutine_threadsafe(coro, _get_agent().loop)
 
 
 async def _await(fut: concurrent.futures.Future[Any]) -> Any:
@@ -412,7 +415,7 @@ async def _await(fut: concurrent.futures.Future[Any]) -> Any:
     return await asyncio.wrap_future(fut)
 
 
-async def _on_agent(coro: Awaitable[Any]) -> Any:
+async def _on_agent(coro: Coroutine[Any, Any, Any]) -> Any:
     """Run ``coro`` on the agent loop: directly when already there (a served function
     calling on: keeps the served deadline), else through the bridge."""
     try:
@@ -424,12 +427,12 @@ async def _on_agent(coro: Awaitable[Any]) -> Any:
     return await _await(_submit(coro))
 
 
-def _run_sync(coro: Awaitable[Any], what: str) -> Any:
+def _run_sync(coro: Coroutine[Any, Any, Any], what: str) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return _submit(coro).result()
-    coro.close()  # type: ignore[attr-defined]
+    coro.close()
     raise RuntimeError(f"{what} cannot be called from a running event loop; "
                        f"await the async version instead")
 

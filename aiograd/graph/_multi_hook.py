@@ -22,7 +22,7 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._boundary import AssertionValueError
 from .._tensor import Tensor
@@ -148,6 +148,7 @@ def register_multi_grad_hook(
             raise TypeError("register_multi_grad_hook(): expected a sequence of Tensors, got "
                             f"an element of type {type(t).__name__}")
     hooks: list[Any]
+    # ``mode`` says which of the two kinds of callable ``fn`` is: the casts below.
     if mode == "all":
         nodes = []
         for t in tensors:
@@ -155,9 +156,9 @@ def register_multi_grad_hook(
             if edge is None:
                 raise AssertionValueError("Expected gradient function to be set")
             nodes.append(edge[0])
-        all_grads = _AllGrads(fn, nodes)  # type: ignore[arg-type]
+        all_grads = _AllGrads(cast("Callable[[Sequence[Tensor | None]], None]", fn), nodes)
         hooks = [functools.partial(all_grads.on_grad, i) for i in range(len(tensors))]
     else:
         tensors = [t for t in tensors if t.requires_grad]
-        hooks = [_AnyGrad(fn).on_grad] * len(tensors)  # type: ignore[arg-type]
+        hooks = [_AnyGrad(cast("Callable[[Tensor], None]", fn)).on_grad] * len(tensors)
     return _MultiHandle(tuple(t.register_hook(h) for t, h in zip(tensors, hooks)))

@@ -47,7 +47,7 @@ import sys
 import threading
 import traceback
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._handle import RemovableHandle
@@ -434,7 +434,8 @@ class GradientEdge:
         self.node = node
         self.output_nr = output_nr
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Any]:
+        """``node, output_nr = edge`` (two types: an iterator can only say Any)."""
         return iter((self.node, self.output_nr))
 
     def __eq__(self, other: object) -> bool:

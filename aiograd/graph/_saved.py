@@ -168,8 +168,10 @@ class SavedTensor:
             self.unpack_hook = None
             self.tensor = None if is_output else t
 
-    def unpack(self, owner: Node, create_graph: bool) -> Any:
-        """The saved value: an array, or a Tensor with history when ``create_graph``."""
+    def unpack(self, owner: Node | None, create_graph: bool) -> Any:
+        """The saved value: an array, or a Tensor with history when ``create_graph``.
+        ``owner`` is the node that saved it; None only for a saved input (not an
+        output), where it is never read."""
         data = self.data
         t = self.tensor
         if data is None:  # not version-checked: the hooks decide what is kept (as PyTorch)
@@ -217,7 +219,7 @@ class SavedTensor:
             )
         return t.data
 
-    def _raise_modified(self, owner: Node) -> None:
+    def _raise_modified(self, owner: Node | None) -> None:
         """PyTorch's message: the producer is named without its ``Backward<N>`` suffix,
         and not at all for a leaf; the tensor as aiograd names it (``[float32 [2]]``
         where PyTorch prints ``[torch.FloatTensor [2]]``)."""

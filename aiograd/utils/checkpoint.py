@@ -195,10 +195,11 @@ class _Recomputation:
                     self.by_task[task] = tensors
             t = tensors[index]
             tensors[index] = None
-        return t  # type: ignore[return-value]
+        assert t is not None  # recomputed, or not handed out yet: the test above
+        return t
 
     def _recompute(self) -> list[Tensor | None]:
-        saved: list[Tensor | None] = []
+        saved: list[Tensor] = []
         count = self.count
 
         def keep(t: Tensor) -> None:
@@ -209,7 +210,7 @@ class _Recomputation:
         def refuse(x: Any) -> Tensor:
             raise RuntimeError("aiograd.checkpoint: the recomputed graph is never backpropagated")
 
-        args = [a if s is None else _detached_like(s.unpack(None, False), a)  # type: ignore[arg-type]
+        args = [a if s is None else _detached_like(s.unpack(None, False), a)
                 for a, s in zip(self.args, self.inputs)]
         state = _rng_state(self.rng is not None)
         _restore_rng(self.rng)
@@ -228,13 +229,14 @@ class _Recomputation:
             )
         if self.check:
             self._check_metadata(saved)
-        return saved[:count]
+        recomputed: list[Tensor | None] = list(saved[:count])
+        return recomputed
 
-    def _check_metadata(self, saved: list[Tensor | None]) -> None:
+    def _check_metadata(self, saved: list[Tensor]) -> None:
         """PyTorch's determinism check: each recomputed tensor as the one saved in forward."""
         lines = []
         for i, (before, t) in enumerate(zip(self.metadata, saved)):
-            after = _metadata(t)  # type: ignore[arg-type]
+            after = _metadata(t)
             if after != before:
                 lines.append(f"tensor at position {i}:\nsaved metadata: {_describe(before)}\n"
                              f"recomputed metadata: {_describe(after)}\n")

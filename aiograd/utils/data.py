@@ -408,11 +408,11 @@ class DataLoader(Generic[T_co]):
         self.num_workers = num_workers
         self.generator = generator
         self.timeout = timeout
-        self.collate_fn = collate_fn
         self._auto_collation = batch_sampler is not None or (
             isinstance(dataset, IterableDataset) and batch_size is not None)
         if collate_fn is None:
-            self.collate_fn = default_collate if self._auto_collation else _identity
+            collate_fn = default_collate if self._auto_collation else _identity
+        self.collate_fn = collate_fn
 
     def _samples(self) -> Iterator[Any]:
         """Each batch's samples (a list), or each sample without auto-collation."""
@@ -427,10 +427,10 @@ class DataLoader(Generic[T_co]):
 
     def __iter__(self) -> Iterator[Any]:
         collate = self.collate_fn
-        return (collate(samples) for samples in self._samples())  # type: ignore[misc]
+        return (collate(samples) for samples in self._samples())
 
     def __aiter__(self) -> _AsyncBatches:
-        return _AsyncBatches(self._samples(), self.collate_fn)  # type: ignore[arg-type]
+        return _AsyncBatches(self._samples(), self.collate_fn)
 
     def __len__(self) -> int:
         if isinstance(self.dataset, IterableDataset):
