@@ -30,7 +30,8 @@ set_switch_interval = _executors.set_switch_interval
 def stats() -> _engine.EngineStats:
     """A snapshot: queued tasks per worker, running and completed GraphTasks, threads;
     ``per_worker``: GraphTasks waiting and running on each device worker, and the
-    queue wait and run time percentiles of its recent finished passes."""
+    queue wait and run time percentiles of its recent finished passes; ``"loop"``:
+    the same for the passes run on event-loop threads."""
     return _engine.get_engine().stats()
 
 
@@ -51,8 +52,9 @@ def shutdown(timeout: float | None = None) -> bool:
 def set_inline_limits(max_nodes: int = _drivers.INLINE_MAX_NODES,
                       max_elements: int = _drivers.INLINE_MAX_ELEMENTS) -> None:
     """Which ``await backward()`` graphs run on the loop thread (Note [Inline small
-    graphs] in ``aiograd.engine.drivers``). ``max_nodes=0`` sends every graph to the
-    workers; the defaults restore the built-in limits."""
+    graphs] in ``aiograd.engine.drivers``): at most ``max_nodes`` nodes, each with
+    gradients of at most ``max_elements`` elements. ``max_nodes=0`` sends every graph
+    to the workers; the defaults restore the built-in limits."""
     for name, value in (("max_nodes", max_nodes), ("max_elements", max_elements)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")

@@ -44,9 +44,11 @@ import asyncio
 import sys
 import threading
 import weakref
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, Generic, NamedTuple, TypeVar
 
 COLLECT_SECONDS = 0.002
+T = TypeVar("T")
 
 
 class LoopSignal:
@@ -192,6 +194,91 @@ class LoopSignal:
             except trio.RunFinishedError:
                 return None
         return pending
+
+
+class LocalEvent:
+    """An event set and awaited on one loop's thread only (a turn handed on between
+    passes run on the loop: Note [Inline passes take turns] in ``drivers.py``). Setting it
+    resumes the waiter on the loop's next pass. ``clear`` re-arms it."""
+
+    __slots__ = ("is_set", "_waiter", "_asyncio")
+
+    def __init__(self) -> None:
+        self.is_set = False
+        self._waiter: Any = None
+        self._asyncio = running_loop_library() == "asyncio"
+
+    def set(self) -> None:
+        self.is_set = True
+        waiter = self._waiter
+        if waiter is None:
+            return
+        if self._asyncio:
+            if not waiter.done():  # done: its wait was cancelled
+                waiter.set_result(None)
+        else:
+            waiter.set()
+
+    async def wait(self) -> None:
+        if self.is_set:
+            return
+        if self._asyncio:
+            waiter = self._waiter
+            if waiter is None or waiter.done():
+                waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter
+        else:
+            import trio
+
+            if self._waiter is None:
+                self._waiter = trio.Event()
+            await self._waiter.wait()
+
+    def clear(self) -> None:
+        self.is_set = False
+        self._waiter = None
+
+
+class LoopLocal(Generic[T]):
+    """A value per running event loop, made by ``factory`` on first use there (what
+    anyio's ``RunVar`` does, without its backend lookup: this is read once per pass).
+    Read it on the loop's thread; a finished loop's value is freed with the loop."""
+
+    def __init__(self, name: str, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._asyncio: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = (
+            weakref.WeakKeyDictionary())
+        self._trio: Any = None
+        self._name = name
+
+    def get(self) -> T:
+        loop = asyncio._get_running_loop()
+        if loop is not None:
+            value = self._asyncio.get(loop)
+            if value is None:
+                value = self._asyncio[loop] = self._factory()
+            return value
+        import trio
+
+        if self._trio is None:
+            self._trio = trio.lowlevel.RunVar(self._name)
+        try:
+            return self._trio.get()
+        except LookupError:
+            value = self._factory()
+            self._trio.set(value)
+            return value
+
+
+def call_soon(callback: Callable[[], None]) -> None:
+    """On a loop's thread: run ``callback`` there on a later pass of the loop (after the
+    callbacks and tasks that are ready now)."""
+    if running_loop_library() == "asyncio":
+        asyncio.get_running_loop().call_soon(callback)
+    else:
+        import trio
+
+        trio.lowlevel.current_trio_token().run_sync_soon(callback)
 
 
 def _await_turn(probe: threading.Lock | None, timeout: float) -> None:

@@ -41,13 +41,51 @@ GraphTask's methods, as executors do.
 Note [Inline small graphs]
     Handing a GraphTask to a worker costs two thread wake-ups (worker, then
     loop): on a loaded machine more than the whole backward of a small
-    graph. So an ``await backward()`` of a small graph runs on the loop thread
-    in one short slice, like any other bit of CPU work a coroutine does:
-    at most ``INLINE_MAX_NODES`` nodes, all on the CPU, with gradients of at
-    most ``INLINE_MAX_ELEMENTS`` elements in all, and only aiograd's own
-    backward formulas: no custom Function, no hook, no saved-tensor hooks,
-    nothing that could block or take long. Everything else goes to the
-    workers.
+    graph. And while the worker runs it, the loop thread contends with the
+    worker for the GIL: a thread waiting for the GIL waits up to the switch
+    interval (5 ms) whenever the holder does not release it, so a service
+    that runs its forward passes on the loop stalls behind the backward
+    passes it handed over (measured on the service benchmark: 64 clients,
+    forward on the loop, ``await grad()`` of an MLP: heartbeat lag p99
+    10-41 ms, throughput 0.63-0.79x of PyTorch through an executor). So an
+    ``await backward()`` of a small graph runs on the loop thread, like any
+    other bit of CPU work a coroutine does: at most ``INLINE_MAX_NODES``
+    nodes, all on the CPU, each with gradients of at most
+    ``INLINE_MAX_ELEMENTS`` elements (the longest a slice can overrun its
+    time is one node), and only aiograd's own backward formulas: no custom
+    Function, no hook, no saved-tensor hooks, nothing that could block or
+    take long. Everything else goes to the workers. The passes on one loop
+    take turns (Note [Inline passes take turns]).
+
+Note [Inline passes take turns]
+    Passes run on a loop thread (small graphs, and every graph with
+    multithreading disabled) take turns, one time slice (Note [Time slices]
+    in ``evaluate.py``) per turn, and the loop runs its other ready
+    callbacks (timers, I/O, other coroutines) after every slice: a slice
+    that runs out of time with nodes left always ends there (its queue
+    ``yields``), and its driver passes a checkpoint before the next one.
+    A pass asking while no pass holds or awaits the turn runs at once, in
+    the caller's step (a lone small backward costs no loop pass); otherwise
+    it waits. When a slice ends, its pass keeps the turn if nothing waiting
+    outranks it, else the first waiter gets it, in the order of the passes'
+    keys: deeper nested passes first, then earliest due, then arrival (Note
+    [Fair scheduling] and Note [Deadlines] in ``graph_task.py``; an expired
+    pass starts no node when its turn comes). So on the loop too no pass
+    waits behind one that arrived after it with the same kind of due time,
+    and a pass with an earlier deadline waits for at most one slice. The
+    waiter handed the turn runs on the loop's next pass. With nobody
+    waiting, the turn is freed on the loop's next pass (``call_soon``), not
+    at once: the coroutines resumed in this pass then wait for a turn
+    instead of each running a slice in it. So the loop runs at most two
+    slices per pass (one handed on or kept, one started at once), and a
+    timer is late by at most those and the coroutines' own steps, whatever
+    the number of passes. Running every pass in its caller's step instead
+    made one loop pass run them all: on the service benchmark (64 requests,
+    forward on the loop) heartbeat lag up to 187 ms.
+    ``InlineTurns`` is per loop (``LoopLocal``) and touched only on
+    its thread. ``stats().per_worker["loop"]`` reports these passes, of every
+    loop together: waiting for their first turn, running, and the queue wait
+    and run time of the latest finished ones.
 
 """
 
@@ -63,7 +101,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -71,7 +109,7 @@ from ..devices import CPU
 from ..grad_mode import _anomaly, _grad_enabled
 from ..graph._node import AccumulateGrad, GraphRoot, Node
 from . import _observe
-from ._bridge import LoopSignal, running_loop_library
+from ._bridge import LocalEvent, LoopLocal, LoopSignal, call_soon, running_loop_library
 from .executors import _route_worker_warnings, _tls, has_queued_work, replay_warnings
 from .graph_task import GraphTask, checkpoint_valid, current_graph_task
 from .input_buffer import stash_current_streams, sync_leaf_streams
@@ -140,6 +178,78 @@ class AsyncDriver:
         self.signal.clear()
 
 
+class InlineTurns:
+    """The turns of the passes run on one loop thread (Note [Inline passes take turns]).
+
+    Invariant: ``holder`` is None (free), the signal of the pass whose turn it
+    is, or ``_FREEING`` (free from the loop's next pass on); waiters are queued
+    only while it is not None. Loop thread only.
+    """
+
+    __slots__ = ("holder", "_waiting")
+
+    def __init__(self) -> None:
+        self.holder: LocalEvent | object | None = None
+        #: [key, ticket, signal or None once its waiter left]
+        self._waiting: list[list[Any]] = []
+
+    async def acquire(self, key: int, signal: LocalEvent) -> bool:
+        """Return when it is ``signal``'s pass's turn (``key``: its ReadyQueue key base):
+        True if it waited for it (the loop ran meanwhile), False if it had it at once."""
+        if self.holder is None:
+            self.holder = signal
+            return False
+        entry = [key, next(_ticket), signal]
+        _heappush(self._waiting, entry)
+        try:
+            while self.holder is not signal:
+                await signal.wait()
+                signal.clear()
+        except BaseException:
+            if self.holder is signal:  # handed over, then cancelled: hand it on
+                self.release(signal, key, False)
+            else:
+                entry[2] = None
+            raise
+        return True
+
+    def release(self, signal: LocalEvent, key: int, more: bool) -> bool:
+        """The holder's slice ended. True if its pass (``more``: it has nodes ready) keeps
+        the turn: nothing waiting outranks ``key``. Else the next waiter's turn, or
+        (nobody waiting) a free turn, from the loop's next pass on."""
+        waiting = self._waiting
+        while waiting and waiting[0][2] is None:  # waiters that left
+            heapq.heappop(waiting)
+        if more and (not waiting or key < waiting[0][0]):
+            return True
+        if not self._hand_on():
+            self.holder = _FREEING
+            call_soon(self._free)
+        return False
+
+    def _hand_on(self) -> bool:
+        """Give the turn to the first waiter still waiting (it runs on the loop's next
+        pass); False if there is none."""
+        waiting = self._waiting
+        while waiting:
+            signal = heapq.heappop(waiting)[2]
+            if signal is not None:
+                self.holder = signal
+                signal.set()
+                return True
+        return False
+
+    def _free(self) -> None:
+        if self.holder is _FREEING:
+            self.holder = None
+            self._hand_on()
+
+
+_FREEING = object()
+#: the turns of each loop thread's passes
+inline_turns = LoopLocal("aiograd_inline_turns", InlineTurns).get
+
+
 class _InlinePort:
     """Collects async jobs of a GraphTask driven inline (multithreading disabled)."""
 
@@ -186,6 +296,8 @@ class Drivers:
     inline_max_nodes: int
     inline_max_elements: int
     no_deadline_horizon: float
+    #: (queue wait, run time) of the latest finished passes run on event loops
+    inline_finished: deque[tuple[float, float]]
 
     # The methods of Engine and of its other sides (evaluate.py, executors.py) this side
     # calls, for the type checker only (at run time, Engine finds the real ones).
@@ -250,11 +362,7 @@ class Drivers:
         self._submit_root(gt, None, None)
         try:
             await driver.serve(gt)
-            if gt.due_by_scope and isinstance(gt.error, TimeoutError) and gt.due <= _perf_counter():
-                # Expired by its cancel scope's deadline (Note [Deadlines]): end as the
-                # scope says; the scope cancels this wait at once, its deadline has passed.
-                gt.error = None
-                await anyio.sleep_forever()
+            await _end_if_expired_by_scope(gt)
         except BaseException:
             self._cancel_tree(gt)
             with anyio.CancelScope(shield=True):
@@ -264,32 +372,49 @@ class Drivers:
         await self._finalize_async(gt)
 
     async def _run_inline(self, gt: GraphTask, context: contextvars.Context) -> None:
-        """Multithreading disabled: every node runs on this (loop) thread, in order."""
+        """Run every node of ``gt`` on this (loop) thread, in order, taking turns with the
+        loop's other passes (Note [Inline passes take turns])."""
         port = _InlinePort()
         gt.port = port
         gt.single_thread = True
         queue = ReadyQueue("inline")
+        queue.yields = True
+        queue.finished = self.inline_finished  # for stats(): Note [Inline passes take turns]
         self._start(gt, queue, context, _scope_due(gt))
         heap: list[Any] = []
         self._submit_root(gt, queue, heap)
+        turns = inline_turns()
+        signal: LocalEvent | None = None
+        holding = False  # this pass has the turn (Note [Inline passes take turns])
+        waited = False  # it waited for a turn: the caller's await was a checkpoint
         try:
             while not gt.finished:
-                if gt.due_by_scope and isinstance(gt.error, TimeoutError) \
-                        and gt.due <= _perf_counter():
-                    gt.error = None  # expired: end as the scope says (Note [Deadlines])
-                    await anyio.sleep_forever()
-                if heap:
+                await _end_if_expired_by_scope(gt)
+                if heap or len(queue):
+                    if signal is None:
+                        signal = LocalEvent()
+                    if not holding:
+                        waited |= await turns.acquire(gt.key_base, signal)
+                        holding = True
+                    if len(queue):  # the leftovers of its last slice: the same order
+                        heap.extend(queue.drain())
+                        heapq.heapify(heap)
                     self.run_slice(queue, gt, heap)
                     self._claim_finish(gt)
-                elif len(queue):
-                    heap.append(queue.pop())
+                    holding = turns.release(signal, gt.key_base,
+                                            not gt.finished and bool(heap or len(queue)))
                 elif port.jobs:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(port.jobs.popleft())
                 else:  # pragma: no cover - would be an engine bug
                     raise RuntimeError("aiograd: inline graph task stalled")
+                if waited and cast(bool, gt.finished):  # (the slice may have set it)
+                    break  # no loop pass more: the loop ran while it waited
                 await anyio.lowlevel.checkpoint()
+            await _end_if_expired_by_scope(gt)  # its last slice found it expired
         except BaseException:
+            if holding and signal is not None:
+                turns.release(signal, gt.key_base, False)
             self._cancel_tree(gt)
             heap.clear()
             self._finish(gt)
@@ -465,7 +590,6 @@ def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:
         return False
     seen = {root}
     stack = [root]
-    elements = 0
     while stack:
         node = stack.pop()
         kind = type(node)
@@ -478,6 +602,7 @@ def _fits_inline(root: Node, max_nodes: int, max_elements: int) -> bool:
             return False
         if type(node) is AccumulateGrad and node.variable is None:
             return False
+        elements = 0
         for meta in node.input_metadata:
             if meta.device is not CPU:
                 return False
@@ -507,6 +632,15 @@ def _scope_due(gt: GraphTask) -> float:
     if deadline == math.inf:
         return deadline
     return _perf_counter() + (deadline - anyio.current_time())
+
+
+async def _end_if_expired_by_scope(gt: GraphTask) -> None:
+    """If ``gt`` was stopped by its cancel scope's deadline (Note [Deadlines]): end as the
+    scope says. The scope cancels this wait when its own clock reaches the deadline: at
+    once, or as soon as that clock catches up with the engine's."""
+    if gt.due_by_scope and isinstance(gt.error, TimeoutError) and gt.due <= _perf_counter():
+        gt.error = None
+        await anyio.sleep_forever()
 
 
 def _enter_task_context(gt: GraphTask) -> bool:

@@ -33,6 +33,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 
 from ..devices import Device
 from .drivers import (  # noqa: F401  (AsyncDriver: tests count the drivers through it)
@@ -53,6 +54,7 @@ from .executors import (  # noqa: F401  (TURN_SECONDS: read by tests)
     reset_thread_state,
 )
 from .graph_task import GraphTask
+from .ready_queue import RECENT_PASSES
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
@@ -110,7 +112,8 @@ class EngineStats:
         #: threads in the reentrant pool, and how many of them are idle
         self.pool_threads = pool_threads
         self.pool_idle = pool_idle
-        #: by device name: waiting/running GraphTasks and recent pass percentiles
+        #: by device name: waiting/running GraphTasks and recent pass percentiles;
+        #: "loop": the passes run on event-loop threads (Note [Inline passes take turns])
         self.per_worker = {} if per_worker is None else per_worker
 
     def __repr__(self) -> str:
@@ -131,6 +134,7 @@ class Engine(Drivers, Evaluator, Executors):
         self.max_depth = MAX_DEPTH
         self.inline_max_nodes = INLINE_MAX_NODES
         self.inline_max_elements = INLINE_MAX_ELEMENTS
+        self.inline_finished: deque[tuple[float, float]] = deque(maxlen=RECENT_PASSES)
         #: Note [Deadlines]: a pass without a deadline is due this long after it arrived
         self.no_deadline_horizon = NO_DEADLINE_HORIZON
         self._stopping = False
@@ -156,6 +160,12 @@ class Engine(Drivers, Evaluator, Executors):
                     for gt in live),
                 list(w.queue.finished))
             for w in workers}
+        inline = [gt for gt in live if gt.cpu_queue is not None and gt.cpu_queue.yields]
+        if inline or self.inline_finished:  # passes run on event loops (drivers.py)
+            per_worker["loop"] = WorkerStats(
+                sum(gt.started is None for gt in inline),
+                sum(gt.started is not None and not gt.finished for gt in inline),
+                list(self.inline_finished))
         return EngineStats(
             queued={str(w.device): len(w.queue) for w in workers},
             running=running,

@@ -25,7 +25,9 @@ Note [Time slices]
     without locking its queue, for at most ``SLICE_SECONDS``; then, if
     what waits first on its queue outranks the task (Note [Fair scheduling]
     in ``graph_task.py``), it puts the rest back there, where the deeper or
-    earlier-due task comes first (otherwise it goes on). Before each node it
+    earlier-due task comes first (otherwise it goes on). A slice on an
+    event loop always ends there (Note [Inline passes take turns] in
+    ``drivers.py``). Before each node it
     checks the task's due time too (Note [Deadlines]).
     So per-node work takes no queue lock and no loop round-trip.
     The event loop gets the GIL back through CPython's forced switching: a
@@ -188,6 +190,7 @@ class Evaluator:
         evaluate = self._evaluate
         route = self._route
         follow: tuple[Node, list[Any]] | None = None
+        ran = False  # a slice that yields runs at least one node
         try:
             while heap or follow is not None:
                 if gt.stopped:
@@ -206,8 +209,9 @@ class Evaluator:
                     if now > limit:
                         assert queue is not None
                         head = queue.head_key()
-                        if head is not None and head < (heap[0][0] if follow is None else
-                                                        gt.key_base - upcoming.sequence_nr):
+                        if queue.yields and ran or head is not None and head < (
+                                heap[0][0] if follow is None
+                                else gt.key_base - upcoming.sequence_nr):
                             if follow is not None:  # outranked: back to the queue
                                 heap.append((gt.key_base - upcoming.sequence_nr, next(_ticket),
                                              gt, upcoming, follow[1]))
@@ -257,6 +261,7 @@ class Evaluator:
                     gt.node_failed(node, exc, 1)
                     return False
                 inputs = None  # Note [Stealing gradients]: hold no extra references
+                ran = True
                 follow = route(gt, node, outputs, queue, heap)
                 outputs = None
         finally:

@@ -50,7 +50,8 @@ def task_key(depth: int, sequence_nr: int, rank: int = 0) -> int:
 class ReadyQueue:
     """Tasks are tuples ``(key, ticket, graph_task, node, inputs)``."""
 
-    __slots__ = ("_heap", "_lock", "_wakeup", "_sleeping", "owner", "closed", "finished")
+    __slots__ = ("_heap", "_lock", "_wakeup", "_sleeping", "owner", "closed", "finished",
+                 "yields")
 
     def __init__(self, owner: str) -> None:
         self._heap: list[tuple[Any, ...]] = []
@@ -67,6 +68,9 @@ class ReadyQueue:
         #: (queue wait, run time) of the latest passes finished whose CPU executor
         #: this is (appended by their driver; deque appends are atomic)
         self.finished: deque[tuple[float, float]] = deque(maxlen=RECENT_PASSES)
+        #: a slice from this queue ends at its time limit whatever waits here (the
+        #: queue of a pass run on an event loop: Note [Inline passes take turns])
+        self.yields = False
 
     def _check_open(self) -> None:
         if self.closed:
