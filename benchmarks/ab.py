@@ -1,8 +1,12 @@
 """Interleaved A/B of two aiograd source trees on the hot paths.
 
-Answers "did this change make the engine or the ops slower?" on a noisy machine:
-each round runs one fresh worker process per tree, in alternating order, and
-each worker times, after warm-up, the median of several repeats of:
+Answers "did this change make the engine or the ops slower?" on a noisy machine
+(this VM's vCPUs change speed for seconds at a time): one long-lived worker
+process per tree, pinned with the controller to one core, serves one sample at a
+time (the fastest of a few repeats, tens of milliseconds), and the controller asks
+the two alternately, metric by metric, round after round. Each pair of samples
+is milliseconds apart, so a slow phase of the machine hits both; the figure is
+the median of the per-pair ratios. The metrics, after warm-up:
 
 - ``chain``/``ladder`` (benchmarks/engine_overhead.py's graphs): per node,
   the forward, ``backward_sync`` and ``await backward`` (each timed alone);
@@ -15,12 +19,11 @@ price the profiler when on. ``--base-without-observer`` prices it when off
 whose engine never reads the observer seam (every ``obs = _observe.observer``
 in aiograd/engine/ becomes ``obs = None``), so the two trees differ only in
 the seam. The report is one JSON line per metric: the median
-over rounds of each tree's figure, and ``new/base``, the median of the
-per-round ratios (pairs from the same round saw the same machine load), with
-their min and max. Usage, from the repository root::
+of each tree's samples, and ``new/base``, the median of the per-pair ratios,
+with their quartiles, min and max. Usage, from the repository root::
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE taskset -c 0 \\
-        python benchmarks/ab.py --base /path/to/old/tree --new . --rounds 10
+        python benchmarks/ab.py --base /path/to/old/tree --new . --rounds 60
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +45,18 @@ HERE = Path(__file__).resolve().parent
 REPEATS = 9
 
 
-def _median_time(run: Any, repeats: int = REPEATS) -> float:
+def _fastest(run: Any, repeats: int = REPEATS) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         run()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return min(times)
 
 
-def worker(observe: bool) -> dict[str, float]:
-    """The figures of the aiograd on ``sys.path`` (microseconds)."""
+def samplers(observe: bool) -> dict[str, Callable[[], float]]:
+    """One sampler per metric of the aiograd on ``sys.path``: each call returns one
+    figure in microseconds (the fastest of a few repeats: the least disturbed)."""
     import anyio
     import numpy as np
 
@@ -72,21 +77,21 @@ def worker(observe: bool) -> dict[str, float]:
 
         _observe.set_observer(Quiet())
 
-    figures: dict[str, float] = {}
+    found: dict[str, Callable[[], float]] = {}
     for name, (build, nodes) in GRAPHS.items():
         x = aiograd.tensor(X0.copy(), requires_grad=True)
 
         def forward(build: Any = build, x: aiograd.Tensor = x) -> aiograd.Tensor:
             return build(x, aiograd.tanh).sum()
 
-        def sync_backwards(forward: Any = forward) -> float:
+        def sync_backwards(forward: Any = forward, nodes: int = nodes) -> float:
             times = []
             for _ in range(REPEATS):
                 loss = forward()
                 t0 = time.perf_counter()
                 loss.backward_sync()
                 times.append(time.perf_counter() - t0)
-            return statistics.median(times)
+            return min(times) / nodes * 1e6
 
         async def await_backwards(forward: Any = forward) -> float:
             times = []
@@ -95,12 +100,18 @@ def worker(observe: bool) -> dict[str, float]:
                 t0 = time.perf_counter()
                 await aiograd.backward(loss)
                 times.append(time.perf_counter() - t0)
-            return statistics.median(times)
+            return min(times)
+
+        def forwards(forward: Any = forward, nodes: int = nodes) -> float:
+            return _fastest(forward) / nodes * 1e6
+
+        def awaits(run: Any = await_backwards, nodes: int = nodes) -> float:
+            return float(anyio.run(run)) / nodes * 1e6
 
         forward().backward_sync()
-        figures[f"{name}.forward_per_node"] = _median_time(forward) / nodes * 1e6
-        figures[f"{name}.backward_sync_per_node"] = sync_backwards() / nodes * 1e6
-        figures[f"{name}.await_backward_per_node"] = anyio.run(await_backwards) / nodes * 1e6
+        found[f"{name}.forward_per_node"] = forwards
+        found[f"{name}.backward_sync_per_node"] = sync_backwards
+        found[f"{name}.await_backward_per_node"] = awaits
 
     params_np, x_np, y_np = make_data()
     params = [aiograd.tensor(p.copy(), requires_grad=True) for p in params_np]
@@ -112,18 +123,50 @@ def worker(observe: bool) -> dict[str, float]:
         tensor_forward(params, xs, ys, F).backward_sync()
 
     mlp_step()
-    figures["mlp.step"] = _median_time(mlp_step, 3 * REPEATS) * 1e6
-    assert np.isfinite(list(figures.values())).all()
-    return figures
+    found["mlp.step"] = lambda: _fastest(mlp_step) * 1e6
+    for sample in found.values():  # warm-up, and a check that every figure is a number
+        assert np.isfinite(sample())
+    return found
 
 
-def _run_worker(tree: Path, observe: bool) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker"]
-    if observe:
-        cmd.append("--observe")
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+def serve(observe: bool) -> None:
+    """The worker: prints its metric names (a JSON line), then answers each metric name
+    read from stdin with one sample of it, until stdin closes."""
+    found = samplers(observe)
+    print(json.dumps(list(found)), flush=True)
+    for line in sys.stdin:
+        print(repr(found[line.strip()]()), flush=True)
+
+
+class Worker:
+    """A worker process serving samples of one tree's metrics."""
+
+    def __init__(self, tree: Path, observe: bool) -> None:
+        env = dict(os.environ, PYTHONPATH=str(tree))
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker"]
+        if observe:
+            cmd.append("--observe")
+        self.process = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        self.metrics: list[str] = json.loads(self._line())
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"an A/B worker exited with {self.process.wait()}")
+        return line
+
+    def sample(self, metric: str) -> float:
+        assert self.process.stdin is not None
+        self.process.stdin.write(metric + "\n")
+        self.process.stdin.flush()
+        return float(self._line())
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
 
 
 SEAM_READ = "obs = _observe.observer"
@@ -149,37 +192,44 @@ def main() -> None:
     parser.add_argument("--base-without-observer", action="store_true",
                         help="compare against a copy of --new without the observer seam")
     parser.add_argument("--new", type=Path, default=Path("."), help="the changed tree")
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--observe", choices=("none", "new", "both"), default="none",
                         help="install a no-op profiler observer in the new tree or both")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker("--observe" in sys.argv)))
+        serve("--observe" in sys.argv)
         return
     if args.base_without_observer:
         args.base = _without_observer(args.new.resolve(), Path(tempfile.mkdtemp()))
     if args.base is None:
         parser.error("--base or --base-without-observer is required")
-    trees = {"base": args.base.resolve(), "new": args.new.resolve()}
-    observed = {"base": args.observe == "both", "new": args.observe != "none"}
-    rounds: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
+    workers = {"base": Worker(args.base.resolve(), args.observe == "both"),
+               "new": Worker(args.new.resolve(), args.observe != "none")}
+    metrics = workers["base"].metrics
+    if workers["new"].metrics != metrics:
+        raise SystemExit("the two trees' workers measure different metrics")
+    samples: dict[str, dict[str, list[float]]] = {
+        side: {m: [] for m in metrics} for side in workers}
     for r in range(args.rounds):
-        order = ("base", "new") if r % 2 == 0 else ("new", "base")
-        for side in order:
-            rounds[side].append(_run_worker(trees[side], observed[side]))
-    for metric in rounds["base"][0]:
-        base = [f[metric] for f in rounds["base"]]
-        new = [f[metric] for f in rounds["new"]]
-        ratios = [n / b for n, b in zip(new, base, strict=True)]
+        for metric in metrics:
+            for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
+                samples[side][metric].append(workers[side].sample(metric))
+    for worker_ in workers.values():
+        worker_.close()
+    for metric in metrics:
+        base, new = samples["base"][metric], samples["new"][metric]
+        ratios = sorted(n / b for n, b in zip(new, base, strict=True))
+        quartiles = statistics.quantiles(ratios, n=4)
         print(json.dumps({"bench": "ab", "metric": metric, "unit": "us",
                           "base": round(statistics.median(base), 4),
                           "new": round(statistics.median(new), 4),
                           "new/base": round(statistics.median(ratios), 4),
-                          "ratio_min": round(min(ratios), 4),
-                          "ratio_max": round(max(ratios), 4), "rounds": args.rounds,
+                          "ratio_q1": round(quartiles[0], 4),
+                          "ratio_q3": round(quartiles[2], 4),
+                          "ratio_min": round(ratios[0], 4),
+                          "ratio_max": round(ratios[-1], 4), "rounds": args.rounds,
                           "observe": args.observe}), flush=True)
-
 
 if __name__ == "__main__":
     main()
