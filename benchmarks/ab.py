@@ -220,7 +220,7 @@ def main() -> None:
     for metric in metrics:
         base, new = samples["base"][metric], samples["new"][metric]
         ratios = sorted(n / b for n, b in zip(new, base, strict=True))
-        quartiles = statistics.quantiles(ratios, n=4)
+        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
         print(json.dumps({"bench": "ab", "metric": metric, "unit": "us",
                           "base": round(statistics.median(base), 4),
                           "new": round(statistics.median(new), 4),
