@@ -51,7 +51,57 @@ COLLECT_SECONDS = 0.002
 T = TypeVar("T")
 
 
-class LoopSignal:
+class LocalEvent:
+    """An event set and awaited on one loop's thread only (a turn handed on between
+    passes run on the loop: Note [Inline passes take turns] in ``drivers.py``). Setting it
+    resumes the waiter on the loop's next pass. ``clear`` re-arms it; ``wait`` may be
+    awaited again after a cancelled wait."""
+
+    __slots__ = ("is_set", "_waiter", "_asyncio")
+
+    def __init__(self) -> None:
+        self.is_set = False
+        self._waiter: Any = None
+        self._asyncio = running_loop_library() == "asyncio"
+
+    def set(self) -> None:
+        self._fire()
+
+    def _fire(self) -> None:
+        self.is_set = True
+        waiter = self._waiter
+        if waiter is None:
+            return
+        if self._asyncio:
+            if not waiter.done():  # done: its wait was cancelled
+                waiter.set_result(None)
+        else:
+            waiter.set()
+
+    async def wait(self) -> None:
+        if self.is_set:
+            return
+        if self._asyncio:
+            waiter = self._waiter
+            if waiter is None or waiter.done():
+                waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter
+        else:
+            await self._trio_wait()
+
+    async def _trio_wait(self) -> None:
+        import trio
+
+        if self._waiter is None:
+            self._waiter = trio.Event()
+        await self._waiter.wait()
+
+    def clear(self) -> None:
+        self.is_set = False
+        self._waiter = None
+
+
+class LoopSignal(LocalEvent):
     """An event set from any thread and awaited on the loop that made it.
 
     Make it on the loop's thread, inside a task. ``set`` never blocks and
@@ -63,18 +113,19 @@ class LoopSignal:
     it. Invariant: ``is_set`` and the waiter change on the loop's thread only.
     """
 
-    __slots__ = ("is_set", "_waiter", "_loop", "_token", "_thread", "_library", "_collector")
+    __slots__ = ("_loop", "_token", "_thread", "_collector")
 
     def __init__(self) -> None:
         self.is_set = False
-        self._waiter: Any = None
+        self._waiter = None
         self._thread = threading.get_ident()
-        self._library = running_loop_library()
+        library = running_loop_library()
+        self._asyncio = library == "asyncio"
         self._collector: _Collector | None = None
-        if self._library == "asyncio":
+        if self._asyncio:
             self._loop = asyncio.get_running_loop()
             self._collector = _collector_of(self._loop)
-        elif self._library == "trio":
+        elif library == "trio":
             import trio
 
             self._token = trio.lowlevel.current_trio_token()
@@ -83,11 +134,11 @@ class LoopSignal:
                 "await aiograd.backward() needs a running asyncio or trio event loop")
 
     def set(self, batch: bool = False) -> None:
-        """Wake the waiter. ``batch``: the caller has more work queued and lets the
-        wake-up wait for the loop's collector, if it has one running."""
+        """Wake the waiter, from any thread. ``batch``: the caller has more work queued
+        and lets the wake-up wait for the loop's collector, if it has one running."""
         if threading.get_ident() == self._thread:
             self._fire()
-        elif self._library == "asyncio":
+        elif self._asyncio:
             if batch and self._collector.hold(self):  # type: ignore[union-attr]
                 return
             try:
@@ -102,21 +153,10 @@ class LoopSignal:
             except trio.RunFinishedError:
                 pass
 
-    def _fire(self) -> None:
-        self.is_set = True
-        waiter = self._waiter
-        if waiter is None:
-            return
-        if self._library == "asyncio":
-            if not waiter.done():  # done: its wait was cancelled
-                waiter.set_result(None)
-        else:
-            waiter.set()
-
     async def wait(self) -> None:
         if self.is_set:
             return
-        if self._library == "asyncio":
+        if self._asyncio:
             waiter = self._waiter
             if waiter is None or waiter.done():
                 waiter = self._waiter = self._loop.create_future()
@@ -129,15 +169,7 @@ class LoopSignal:
             finally:
                 collector.waiting -= 1  # type: ignore[union-attr]
         else:
-            import trio
-
-            if self._waiter is None:
-                self._waiter = trio.Event()
-            await self._waiter.wait()
-
-    def clear(self) -> None:
-        self.is_set = False
-        self._waiter = None
+            await self._trio_wait()
 
     def watch_turn(self, seen: Any, late: float, timeout: float) -> Any:
         """From a worker that has run a while without going idle: if this loop is
@@ -154,7 +186,7 @@ class LoopSignal:
         """
         if threading.get_ident() == self._thread:
             return None
-        owner = self._loop if self._library == "asyncio" else self._token
+        owner = self._loop if self._asyncio else self._token
         backlog = Backlog.of(owner) if isinstance(owner, _SelectorLoop) else UNREADABLE
         if backlog is not UNREADABLE:
             starved = isinstance(backlog, Backlog) and (
@@ -181,7 +213,7 @@ class LoopSignal:
             return None
         pending = threading.Lock()
         pending.acquire()
-        if self._library == "asyncio":
+        if self._asyncio:
             try:
                 self._loop.call_soon_threadsafe(self._loop.call_soon, pending.release)
             except RuntimeError:  # loop closed
@@ -194,49 +226,6 @@ class LoopSignal:
             except trio.RunFinishedError:
                 return None
         return pending
-
-
-class LocalEvent:
-    """An event set and awaited on one loop's thread only (a turn handed on between
-    passes run on the loop: Note [Inline passes take turns] in ``drivers.py``). Setting it
-    resumes the waiter on the loop's next pass. ``clear`` re-arms it."""
-
-    __slots__ = ("is_set", "_waiter", "_asyncio")
-
-    def __init__(self) -> None:
-        self.is_set = False
-        self._waiter: Any = None
-        self._asyncio = running_loop_library() == "asyncio"
-
-    def set(self) -> None:
-        self.is_set = True
-        waiter = self._waiter
-        if waiter is None:
-            return
-        if self._asyncio:
-            if not waiter.done():  # done: its wait was cancelled
-                waiter.set_result(None)
-        else:
-            waiter.set()
-
-    async def wait(self) -> None:
-        if self.is_set:
-            return
-        if self._asyncio:
-            waiter = self._waiter
-            if waiter is None or waiter.done():
-                waiter = self._waiter = asyncio.get_running_loop().create_future()
-            await waiter
-        else:
-            import trio
-
-            if self._waiter is None:
-                self._waiter = trio.Event()
-            await self._waiter.wait()
-
-    def clear(self) -> None:
-        self.is_set = False
-        self._waiter = None
 
 
 class LoopLocal(Generic[T]):
