@@ -74,9 +74,13 @@ class Load:
             self.latencies.append(time.perf_counter() - start)
             self.counts[kind] += 1
 
+    def scale(self, t: ag.Tensor) -> ag.Tensor:
+        """``t * 2``, as a custom Function: the passes run on the workers."""
+        return Scale.apply(t)
+
     async def mlp(self, x, w1, w2) -> None:
         w1.grad = w2.grad = None
-        await ag.backward(Scale.apply((x @ w1).relu() @ w2).sum())
+        await ag.backward(self.scale((x @ w1).relu() @ w2).sum())
         if w1.grad is None or w2.grad is None:
             self.wrong.append("mlp: no .grad")
 
@@ -84,7 +88,7 @@ class Load:
         leaf = ag.tensor(np.ones(3), requires_grad=True)
         y = leaf
         for _ in range(20):
-            y = Scale.apply(y) * 0.5
+            y = self.scale(y) * 0.5
         await ag.backward(y.sum())
         if not np.array_equal(leaf.grad.numpy(), np.ones(3)):
             self.wrong.append("chain: wrong gradient")
@@ -98,14 +102,14 @@ class Load:
 
     async def cancel(self, x, w1, w2) -> None:
         with anyio.CancelScope() as scope:
-            loss = Scale.apply((x @ w1).relu() @ w2).sum()
-            scope.cancel()  # takes effect at the pass's first checkpoint
+            loss = self.scale((x @ w1).relu() @ w2).sum()
+            scope.cancel()  # takes effect at the pass's first checkpoint (or turn)
             await ag.backward(loss)
         if not scope.cancelled_caught:
             self.wrong.append("cancel: not cancelled")
 
     async def grad(self, x, w1, w2) -> None:
-        loss = Scale.apply((x @ w1).relu() @ w2).sum()
+        loss = self.scale((x @ w1).relu() @ w2).sum()
         (first,) = await ag.grad(loss, [w1], retain_graph=True)
         (second,) = await ag.grad(loss, [w1])
         if not np.array_equal(first.numpy(), second.numpy()):
