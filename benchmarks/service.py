@@ -25,8 +25,9 @@ Implementations of a request:
 - ``torch_executor``: the whole request in ``loop.run_in_executor(None, ...)``
   (asyncio's default thread pool);
 - ``aiograd_grad``: the forward on the loop, then ``await aiograd.grad(loss,
-  params)`` (the pattern a service author writes first; its nodes run on the
-  CPU worker, scheduled across requests by Note [Fair scheduling]);
+  params)`` (the pattern a service author writes first). Its graph is small
+  (Note [Inline small graphs]), so its nodes run on the loop too, the passes
+  taking turns in time slices (Note [Inline passes take turns]);
 - ``aiograd_grad_deadline``: the same, with every odd client asking under
   ``anyio.move_on_after(DEADLINE_S)`` (Note [Deadlines]); reported: the
   latency p50/p99/max of those requests and the share that missed;
@@ -62,9 +63,10 @@ of a round all 64 clients are ready at once, and with the forward on the loop on
 loop pass runs all 64 forwards). Throughput ratios are the median of the per-round ratios
 (``_common.round_ratio``); the ratio of the totals is printed too.
 
-``--scenario issue21`` runs only the implementations of issue 21's targets, in
-the same rounds: ``torch_executor``, ``aiograd_grad`` (forward on the loop, then
-``await aiograd.grad``) and ``aiograd_grad_deadline``.
+``--round-requests N`` sets the requests per round (default ROUND_REQUESTS; see
+``round_requests``). ``--scenario issue21`` runs only the implementations of issue
+21's targets, in the same rounds: ``torch_executor``, ``aiograd_grad`` (forward on
+the loop, then ``await aiograd.grad``) and ``aiograd_grad_deadline``.
 """
 
 from __future__ import annotations
@@ -116,6 +118,24 @@ def scenario_impls() -> tuple[str, ...] | None:
             raise SystemExit(f"service.py: unknown --scenario {value!r} (known: issue21)")
         return ISSUE21
     return None
+
+
+def round_requests() -> int:
+    """``--round-requests N``: requests per round and implementation (default
+    ROUND_REQUESTS). Longer rounds are closer to sustained load: the 64 clients start
+    together once per round, and with the forward on the loop that first loop pass
+    runs 64 forwards in a row (see ``settled_lag``)."""
+    argv = sys.argv[1:]
+    if "--round-requests" not in argv:
+        return ROUND_REQUESTS
+    i = argv.index("--round-requests")
+    try:
+        n = int(argv[i + 1])
+    except (IndexError, ValueError):
+        n = 0
+    if n <= 0:
+        raise SystemExit("service.py: --round-requests needs a positive integer")
+    return n
 
 
 def make_data(seed: int = 0):
@@ -312,11 +332,12 @@ async def run_all() -> dict[str, dict]:
     for handle in handlers.values():
         await serve(handle, WARMUP_REQUESTS)
     names = list(handlers)
+    per_round = round_requests()
     rounds: dict[str, list[Served]] = {name: [] for name in names}
     for r in range(ROUNDS):
         for name in names[r % len(names):] + names[:r % len(names)]:
             gc.collect()
-            rounds[name].append(await serve(handlers[name], ROUND_REQUESTS, BUDGET_S))
+            rounds[name].append(await serve(handlers[name], per_round, BUDGET_S))
     for name in names:
         done = sum(rnd.done for rnd in rounds[name])
         elapsed = sum(rnd.seconds for rnd in rounds[name])
