@@ -325,6 +325,7 @@ async def _backward_async(
     deadline: float | None,
 ) -> None:
     started()
+    await _engine_mod.get_engine().admit()
     with naming("backward"):
         made = _make_task(tensors, grad_tensors, retain_graph, create_graph, inputs,
                           accumulate_grad=True, names=("tensors", "grad_tensors"),
@@ -445,6 +446,7 @@ async def _grad_async(
     deadline: float | None,
 ) -> tuple[Tensor | None, ...]:
     started()
+    await _engine_mod.get_engine().admit()
     (gt, ctx), results = _grad_task(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                     allow_unused, materialize_grads, "grad", deadline)
     await _engine_mod.get_engine().run_async(gt, ctx)

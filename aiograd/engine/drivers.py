@@ -87,6 +87,23 @@ Note [Inline passes take turns]
     loop together: waiting for their first turn, running, and the queue wait
     and run time of the latest finished ones.
 
+Note [Admitting passes]
+    Building a pass (checking the arguments, the root gradients, the
+    GraphTask, the inline test, its start) costs about 0.1 ms of the loop
+    thread. When many coroutines call ``await backward()``/``grad()`` in
+    one loop pass (64 clients of a service that start together), building
+    every pass in its caller's step made that loop pass run all of them
+    after the callers' own forwards: 6 ms more that a timer waited. So an
+    async top-level pass is first admitted: at most ``ADMIT_PER_PASS``
+    passes are built per loop pass; later callers wait in arrival order,
+    and each following loop pass admits the next ``ADMIT_PER_PASS`` of
+    them (the loop's timers and I/O run in between). In steady use fewer
+    passes than that arrive per loop pass and none waits. A waiting pass
+    has no GraphTask yet: it waits behind at most the passes that called
+    before it, for their building only (not their nodes), and cancelling
+    it leaves nothing behind. Nested passes (called from a node) are not
+    gated. ``PassAdmission`` is per loop (``LoopLocal``), loop thread only.
+
 """
 
 from __future__ import annotations
@@ -124,6 +141,8 @@ if TYPE_CHECKING:
 INLINE_MAX_NODES = 64
 INLINE_MAX_ELEMENTS = 1 << 15
 NO_DEADLINE_HORIZON = 1.0
+#: Top-level async passes built per loop pass (Note [Admitting passes]).
+ADMIT_PER_PASS = 8
 _heappush = heapq.heappush
 _perf_counter = time.perf_counter
 
@@ -250,6 +269,62 @@ _FREEING = object()
 inline_turns = LoopLocal("aiograd_inline_turns", InlineTurns).get
 
 
+class PassAdmission:
+    """How many passes one loop thread builds per loop pass (Note [Admitting passes]).
+
+    Invariant: ``admitted`` counts the passes let in since the last ``_next_pass``,
+    and a ``_next_pass`` is queued on the loop (``scheduled``) whenever passes were
+    let in since or callers wait; an admitted waiter queues it when it resumes, so a
+    ``_next_pass`` never queues the next itself (Trio runs callbacks queued by a
+    callback in the same loop pass). Loop thread only.
+    """
+
+    __slots__ = ("admitted", "scheduled", "_waiting")
+
+    def __init__(self) -> None:
+        self.admitted = 0
+        self.scheduled = False
+        self._waiting: deque[LocalEvent] = deque()
+
+    async def enter(self) -> None:
+        """Return when the caller may build its pass: at once, or on a later loop pass."""
+        self._schedule()
+        if self.admitted < ADMIT_PER_PASS and not self._waiting:
+            self.admitted += 1
+            return
+        signal = LocalEvent()
+        self._waiting.append(signal)
+        try:
+            await signal.wait()
+        except BaseException:
+            if signal.is_set:  # admitted, then cancelled: its place goes to the next
+                self._admit(1)
+            else:
+                self._waiting.remove(signal)
+            self._schedule()
+            raise
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self.scheduled:
+            self.scheduled = True
+            call_soon(self._next_pass)
+
+    def _next_pass(self) -> None:
+        self.scheduled = False
+        self.admitted = 0
+        self._admit(ADMIT_PER_PASS)
+
+    def _admit(self, n: int) -> None:
+        waiting = self._waiting
+        for _ in range(min(n, len(waiting))):
+            self.admitted += 1
+            waiting.popleft().set()
+
+
+pass_admission = LoopLocal("aiograd_pass_admission", PassAdmission).get
+
+
 class _InlinePort:
     """Collects async jobs of a GraphTask driven inline (multithreading disabled)."""
 
@@ -348,6 +423,12 @@ class Drivers:
             queue = gt.cpu_queue
             assert queue is not None  # set by GraphTask.start, in _start
         queue.push(key, gt, root, inputs)
+
+    async def admit(self) -> None:
+        """Wait, if need be, until a top-level async pass may be built on this loop
+        (Note [Admitting passes]); nested passes go on at once."""
+        if current_graph_task.get() is None:
+            await pass_admission().enter()
 
     async def run_async(self, gt: GraphTask, context: contextvars.Context) -> None:
         """Drive ``gt`` from a coroutine; returns when all nodes ran or raises."""
