@@ -95,9 +95,9 @@ async def _stop_echo() -> None:
     _echo_servers.clear()
 
 
-async def _bare_call(to: str) -> Any:
-    """A bare grpc.aio unary call to an echo server on ``to`` (no aiograd code around it:
-    the floor of a hop), from this loop."""
+async def _bare_call(to: str) -> tuple[Any, Any]:
+    """A channel to an echo server on ``to`` and its bare grpc.aio unary call (no aiograd
+    code around it: the floor of a hop), from this loop."""
     import grpc
 
     from aiograd.distributed import rpc
@@ -106,7 +106,7 @@ async def _bare_call(to: str) -> Any:
     call = channel.unary_unary("/Echo/Call")
     for _ in range(20):
         await call(FLOOR_BODY, timeout=10, wait_for_ready=True)
-    return call
+    return channel, call
 
 _aiograd_w: dict[int, Any] = {}
 
@@ -126,7 +126,7 @@ async def _aiograd_main(rounds: int, impl: str) -> None:
     small = aiograd.tensor(numpy.ones(N_SMALL))
     for _ in range(20):
         await rpc.rpc_async("w1", identity, (small,))
-    bare = await _bare_call("w1") if impl == "aiograd_loop" else None
+    channel, bare = await _bare_call("w1") if impl == "aiograd_loop" else (None, None)
     times, floor = [], []
     for _ in range(rounds):  # with the floor, in alternating batches (the same drift)
         for _ in range(20):
@@ -138,7 +138,8 @@ async def _aiograd_main(rounds: int, impl: str) -> None:
             await bare(FLOOR_BODY, timeout=10)
             floor.append(time.perf_counter() - t0)
     _latency(impl, times)
-    if bare is not None:
+    if channel is not None:
+        await channel.close()
         await rpc.rpc_async("w1", _stop_echo)
     if floor:
         emit(bench="grpc_floor", impl="grpc.aio", p50_ms=round(1e3 * _pct(floor, 0.5), 3),
