@@ -82,12 +82,16 @@ class LocalEvent:
         if self.is_set:
             return
         if self._asyncio:
-            waiter = self._waiter
-            if waiter is None or waiter.done():
-                waiter = self._waiter = asyncio.get_running_loop().create_future()
-            await waiter
+            await self._future(asyncio.get_running_loop())
         else:
             await self._trio_wait()
+
+    def _future(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """The asyncio waiter, made anew if there is none or its wait was cancelled."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = loop.create_future()
+        return waiter
 
     async def _trio_wait(self) -> None:
         import trio
@@ -157,9 +161,7 @@ class LoopSignal(LocalEvent):
         if self.is_set:
             return
         if self._asyncio:
-            waiter = self._waiter
-            if waiter is None or waiter.done():
-                waiter = self._waiter = self._loop.create_future()
+            waiter = self._future(self._loop)
             collector = self._collector
             collector.waiting += 1  # type: ignore[union-attr]
             if collector.waiting > 1:  # type: ignore[union-attr]
