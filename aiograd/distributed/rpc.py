@@ -8,7 +8,7 @@ cancelling the caller cancels the agent-side task, which cancels the gRPC call,
 which cancels the handler on the peer.
 
 Note [Agent on your loop]: that hand-over costs two thread wake-ups per call
-(there and back), about 0.4 ms of a 2 ms round trip on a 2-core VM. An asyncio
+(there and back), 0.15–0.5 ms of a 1–2 ms round trip on a 2-core VM. An asyncio
 program can instead ``await init_rpc_async(...)``: the agent then lives on the
 caller's loop, its coroutines run there directly (``_on_agent``), and so do
 the handlers serving other workers. The price is the loop's: a caller that
