@@ -11,7 +11,9 @@ the median of the per-pair ratios. The metrics, after warm-up:
 - ``chain``/``ladder`` (benchmarks/engine_overhead.py's graphs): per node,
   the forward, ``backward_sync`` and ``await backward`` (each timed alone);
 - ``mlp``: one training step of benchmarks/mlp_step.py's MLP (forward,
-  cross-entropy, ``backward_sync``).
+  cross-entropy, ``backward_sync``);
+- ``service.request``: one request of benchmarks/service.py, alone: the
+  forward of its MLP, then ``await aiograd.grad(loss, params)``.
 
 A worker optionally installs a no-op profiler observer (``--observe``), to
 price the profiler when on. ``--base-without-observer`` prices it when off
@@ -124,6 +126,23 @@ def samplers(observe: bool) -> dict[str, Callable[[], float]]:
 
     mlp_step()
     found["mlp.step"] = lambda: _fastest(mlp_step) * 1e6
+
+    from service import forward as service_forward
+    from service import make_data as service_data
+
+    s_params_np, s_xs, s_ys = service_data()
+    s_params = [aiograd.tensor(p.copy(), requires_grad=True) for p in s_params_np]
+    s_x, s_y = aiograd.tensor(s_xs[0]), aiograd.tensor(s_ys[0])
+
+    async def requests() -> float:
+        times = []
+        for _ in range(REPEATS):
+            t0 = time.perf_counter()
+            await aiograd.grad(service_forward(s_params, s_x, s_y, F), s_params)
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    found["service.request"] = lambda: float(anyio.run(requests)) * 1e6
     for sample in found.values():  # warm-up, and a check that every figure is a number
         assert np.isfinite(sample())
     return found

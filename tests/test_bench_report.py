@@ -64,7 +64,7 @@ def test_the_ab_script_compares_a_tree_with_itself():
     assert {line["metric"] for line in lines} == {
         f"{g}.{m}" for g in ("chain", "ladder")
         for m in ("forward_per_node", "backward_sync_per_node", "await_backward_per_node")
-    } | {"mlp.step"}
+    } | {"mlp.step", "service.request"}
     assert all(line["base"] > 0 and line["new"] > 0 and line["new/base"] > 0 for line in lines)
 
 
