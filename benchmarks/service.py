@@ -60,7 +60,12 @@ An ``idle`` line gives the heartbeat lag of the same loop with nothing else runn
 (the timer floor). ``settled_lag_p99_ms``/``max``: the lag of the heartbeats that
 went to sleep after every client had its first response (a diagnostic: at the start
 of a round all 64 clients are ready at once, and with the forward on the loop one
-loop pass runs all 64 forwards). Throughput ratios are the median of the per-round ratios
+loop pass runs all 64 forwards); ``start_lag_ms``: per round, the largest lag of the
+heartbeats that went to sleep before then (that first loop pass), its median and max
+over the rounds. A ``numpy_herd`` line gives the floor of that first loop pass,
+measured once per round in the same run: the 64 clients' forwards back to back in
+plain NumPy (``numpy_functional``: the same model code, no autograd), after the same
+10 ms idle a round starts with. Throughput ratios are the median of the per-round ratios
 (``_common.round_ratio``); the ratio of the totals is printed too.
 
 ``--round-requests N`` sets the requests per round (default ROUND_REQUESTS; see
@@ -87,6 +92,7 @@ from _common import (  # noqa: E402
     configure_threads,
     emit,
     env_line,
+    median,
     mlp_params,
     perf_counter,
     round_ratio,
@@ -154,6 +160,38 @@ def forward(params, x, y, F):
     return F.cross_entropy(F.linear(h, W3, b3), y)
 
 
+class numpy_functional:  # noqa: N801  (stands where a library's nn.functional does)
+    """``linear``, ``relu`` and ``cross_entropy`` (mean) in plain NumPy, for ``forward``:
+    the model with no autograd at all (``numpy_herd``)."""
+
+    @staticmethod
+    def linear(x, w, b):
+        out = x @ w.T
+        out += b
+        return out
+
+    @staticmethod
+    def relu(x):
+        return np.maximum(x, 0)
+
+    @staticmethod
+    def cross_entropy(z, y):
+        shifted = z - z.max(axis=1, keepdims=True)
+        log_sums = np.log(np.exp(shifted).sum(axis=1))
+        return (log_sums - shifted[np.arange(len(y)), y]).mean()
+
+
+async def numpy_herd(params, xs, ys) -> float:
+    """Seconds of the 64 clients' forwards back to back in NumPy, after the 10 ms idle
+    that ``serve`` starts a round with: the least the first loop pass of a round costs
+    when the forward runs on the loop, whatever the autograd library."""
+    await asyncio.sleep(0.01)
+    t0 = perf_counter()
+    for x, y in zip(xs, ys):
+        forward(params, x, y, numpy_functional)
+    return perf_counter() - t0
+
+
 def percentile(sorted_xs: list[float], q: float) -> float:
     if not sorted_xs:
         return float("nan")
@@ -179,6 +217,7 @@ class Served(NamedTuple):
     seconds: float
     lags: list[float]  # of the heartbeat, in seconds
     settled_lags: list[float]  # of heartbeats that slept after every client had a response
+    start_lag: float  # the largest lag of the others (the round's first loop pass), or 0
     loop_cpu: float  # CPU seconds of the loop's thread
     process_cpu: float  # CPU seconds of the whole process (every thread)
     latencies: list[float]  # of every request, in seconds
@@ -241,8 +280,9 @@ async def serve(handle, total: int, budget_s: float = 1e9) -> Served:
     stop.set()
     await hb
     settled = [lag for lag, start in zip(lags, slept) if start >= settled_at]
-    return Served(done, elapsed, lags, settled, loop_cpu, process_cpu, latencies, per_client,
-                  deadline_latencies, missed)
+    start_lag = max((lag for lag, start in zip(lags, slept) if start < settled_at), default=0.0)
+    return Served(done, elapsed, lags, settled, start_lag, loop_cpu, process_cpu, latencies,
+                  per_client, deadline_latencies, missed)
 
 
 def lag_stats(lags: list[float]) -> dict[str, float]:
@@ -334,10 +374,20 @@ async def run_all() -> dict[str, dict]:
     names = list(handlers)
     per_round = round_requests()
     rounds: dict[str, list[Served]] = {name: [] for name in names}
+    numpy_data = make_data()
+    herds: list[float] = []
     for r in range(ROUNDS):
+        gc.collect()
+        herds.append(await numpy_herd(*numpy_data))
         for name in names[r % len(names):] + names[:r % len(names)]:
             gc.collect()
             rounds[name].append(await serve(handlers[name], per_round, BUDGET_S))
+    herds.sort()
+    emit(bench="service", impl="numpy_herd", metric="herd", value=round(median(herds) * 1e3, 3),
+         unit="ms (median over rounds)", min_ms=round(herds[0] * 1e3, 3),
+         max_ms=round(herds[-1] * 1e3, 3),
+         note=f"{CONCURRENCY} NumPy forwards of the model back to back, once per round: the "
+              "floor of a round's first loop pass with the forward on the loop (start_lag_ms)")
     for name in names:
         done = sum(rnd.done for rnd in rounds[name])
         elapsed = sum(rnd.seconds for rnd in rounds[name])
@@ -345,6 +395,7 @@ async def run_all() -> dict[str, dict]:
         process_cpu = sum(rnd.process_cpu for rnd in rounds[name])
         stats = lag_stats([lag for rnd in rounds[name] for lag in rnd.lags])
         settled = lag_stats([lag for rnd in rounds[name] for lag in rnd.settled_lags])
+        start_lags = sorted(rnd.start_lag for rnd in rounds[name])
         per_round = [rnd.done / rnd.seconds for rnd in rounds[name]]
         latency = latency_stats([x for rnd in rounds[name] for x in rnd.latencies])
         clients = [sum(rnd.per_client[c] for rnd in rounds[name]) for c in range(CONCURRENCY)]
@@ -362,6 +413,8 @@ async def run_all() -> dict[str, dict]:
              per_round=[round(t, 1) for t in per_round], concurrency=CONCURRENCY, **stats,
              **latency, per_client_min=min(clients), per_client_max=max(clients), **extra,
              settled_lag_p99_ms=settled["lag_p99_ms"], settled_lag_max_ms=settled["lag_max_ms"],
+             start_lag_ms=round(median(start_lags) * 1e3, 3),
+             start_lag_max_ms=round(start_lags[-1] * 1e3, 3),
              loop_cpu_us_per_request=round(loop_cpu / done * 1e6, 1),
              process_cpu_us_per_request=round(process_cpu / done * 1e6, 1),
              heartbeats_per_request=round(stats["heartbeats"] / done, 2))

@@ -1,4 +1,5 @@
-"""benchmarks/report.py: the table of latest figures from run_all.sh's JSON lines."""
+"""benchmarks/report.py (the table of latest figures from run_all.sh's JSON lines), and the
+benchmark scripts' own checks: ab.py, profiler_off.py, service.py's NumPy floor."""
 
 from __future__ import annotations
 
@@ -13,11 +14,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _report():
-    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "benchmarks" / "report.py")
+def _script(name: str):
+    path = ROOT / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _report():
+    return _script("report")
 
 
 LINES = [
@@ -75,3 +81,21 @@ def test_the_profiler_off_script_prices_the_seam():
     line = json.loads(out.splitlines()[-1])
     assert line["seam_reads_per_pass"] >= 3 and line["read_and_branch_ns"] > 0
     assert 0 < line["value"] < 100 and line["target_met"] == (line["value"] < 1)
+
+
+def test_the_service_numpy_floor_is_the_same_model():
+    """``numpy_herd`` is a floor of the service's forward only if ``numpy_functional``
+    computes what aiograd's ``nn.functional`` does, from the same model code."""
+    import numpy as np
+
+    import aiograd
+    import aiograd.nn.functional as F
+
+    service = _script("service")
+    params, xs, ys = service.make_data()
+    for x, y in zip(xs[:4], ys[:4]):
+        floor = service.forward(params, x, y, service.numpy_functional)
+        tensors = [aiograd.tensor(p) for p in params]
+        ours = service.forward(tensors, aiograd.tensor(x), aiograd.tensor(y), F)
+        assert np.isfinite(floor) and floor > 0
+        np.testing.assert_allclose(floor, ours.item(), rtol=1e-5)
