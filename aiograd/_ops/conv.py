@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy
 
-from .._tensor import Tensor, cpp_type_name, legacy_type_name, scalar_type_name
+from .._tensor import Tensor, _is_int, cpp_type_name, legacy_type_name, scalar_type_name
 from .._warn import warn_user
 from ..devices import CPU, device_of_array
 from ..graph._saved import SavedTensor
@@ -265,11 +265,6 @@ ConvolutionBackward0 = Rule(
 
 
 # ---- argument checks ----
-
-def _is_int(value: object) -> bool:
-    """An integer and not a bool (PyTorch's int arguments)."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
-
 
 def _int_tuple(value: Any, spatial: int, fn: str, name: str) -> tuple[int, ...]:
     """An int or a sequence of ``spatial`` ints (or of one, repeated) as a tuple."""

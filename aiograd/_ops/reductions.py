@@ -22,7 +22,6 @@ from typing import Any, NamedTuple
 
 import numpy
 
-from .._broadcast import sum_dims
 from .._tensor import Tensor, _resolve_dtype, float32, int64, scalar_type_name
 from . import _dual
 from ._record import edges_of, plain
@@ -354,8 +353,8 @@ def _prod_grad_with_zeros(g: Any, x: Any, dims: tuple[int, ...]) -> Any:
     count = zero.sum(axis=dims, keepdims=True)
     none, one, two, three = ((count == k).astype(xa.dtype) for k in (0, 1, 2, 3))
     zeros = _dual.where(zero, x, 0)
-    e1 = sum_dims(zeros, dims, keepdim=True)
-    e2 = (e1 * e1 - sum_dims(zeros * zeros, dims, keepdim=True)) * 0.5
+    e1 = _dual.sum_dims(zeros, dims, keepdim=True)
+    e2 = (e1 * e1 - _dual.sum_dims(zeros * zeros, dims, keepdim=True)) * 0.5
     o1 = e1 - x
     others = _dual.where(zero, one + two * o1 + three * (e2 - x * o1),
                          none + one * e1 + two * e2)
@@ -456,7 +455,7 @@ def _moment_args(name: str, dim: Any, unbiased: Any, keepdim: Any,
 
 
 def _mean_kept(x: Any, dims: tuple[int, ...], count: int) -> Any:
-    return sum_dims(x, dims, keepdim=True) / count
+    return _dual.sum_dims(x, dims, keepdim=True) / count
 
 
 def _var_grad(g: Any, x: Any, dims: tuple[int, ...], count: int, dof: float,

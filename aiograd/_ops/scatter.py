@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy
 
-from .._broadcast import sum_dims
 from .._tensor import Tensor, checked_fill, scalar_type_name
 from ..graph._node import Node
 from . import _dual
@@ -487,7 +486,7 @@ IndexFillBackward0 = Rule(
     doc="``t.index_fill(dim, index, number)``: t gets g with zeros in the filled slices.")
 IndexFillBackward1 = Rule(
     "IndexFillBackward1", _slices_zeroed,
-    lambda g, dim, index, key: sum_dims(_slices_picked(g, dim, index, key), None),
+    lambda g, dim, index, key: _dual.sum_dims(_slices_picked(g, dim, index, key), None),
     keeps=("dim", "index", "key"),
     doc="``t.index_fill(dim, index, value)`` with a 0-d tensor ``value``: it gets the sum of "
         "g over the filled slices, each counted once (``index`` holds unique entries here).")
