@@ -314,7 +314,8 @@ def test_bulk_lane_body_is_authenticated() -> None:
         token = _auth.sign(agent.secret, "/aiograd.Rpc/Call",
                            _auth.body_tag(agent.secret, nonce, [vouched]), nonce)
         transfer = os.urandom(16)
-        await agent.bulk.send(agent.bulk_addresses[1], transfer, [forged], len(forged))
+        await agent.bulk.send(agent.bulk_addresses[1], transfer, [forged], len(forged),
+                              _auth.new_nonce())
         md = ((_auth.AUTH_KEY, token), (_auth.FROM_KEY, "0"), (rpc.BULK_KEY, transfer.hex()))
         with pytest.raises(grpc.aio.AioRpcError) as e:
             await agent.calls[1](b"", timeout=5, metadata=md)

@@ -192,13 +192,12 @@ class BulkLane:
         return hmac.compare_digest(got, tag)
 
     async def send(self, address: tuple[str, int], transfer: bytes,
-                   bufs: Sequence[bytes | memoryview], size: int,
-                   nonce: str | None = None) -> str | None:
-        """Write ``bufs`` (``size`` bytes in all) to the lane at ``address``; with
-        ``nonce``, their tag under its key, MAC'd as they go (Note [MAC while streaming])."""
+                   bufs: Sequence[bytes | memoryview], size: int, nonce: str) -> str:
+        """Write ``bufs`` (``size`` bytes in all) to the lane at ``address``; their tag
+        under ``nonce``'s key, MAC'd as they go (Note [MAC while streaming])."""
         loop = asyncio.get_running_loop()
-        mac = None if nonce is None else _auth.body_mac(self.secret, nonce)
-        head = _HEAD.pack(transfer, bytes.fromhex(nonce or "00" * 16), size)
+        mac = _auth.body_mac(self.secret, nonce)
+        head = _HEAD.pack(transfer, bytes.fromhex(nonce), size)
         sock = socket.socket(socket.AF_INET6 if ":" in address[0] else socket.AF_INET)
         sock.setblocking(False)
         try:
@@ -208,12 +207,11 @@ class BulkLane:
                 view = memoryview(buf).cast("B")
                 for at in range(0, len(view), PIECE):
                     piece = view[at:at + PIECE]
-                    if mac is not None:
-                        mac.update(piece)
+                    mac.update(piece)
                     await loop.sock_sendall(sock, piece)
         finally:
             sock.close()
-        return None if mac is None else mac.finalize().hex()
+        return mac.finalize().hex()
 
     async def close(self) -> None:
         if self._server is not None:

@@ -209,7 +209,6 @@ class _Agent:
             raise RemoteError(to, "DEADLINE_EXCEEDED: bulk lane transfer") from None
         except OSError as e:
             raise RemoteError(to, f"UNAVAILABLE: bulk lane: {e}") from None
-        assert tag is not None
         return transfer, nonce, tag
 
     async def _serve(self, body: bytes | memoryview, sender: int,
@@ -438,21 +437,18 @@ async def _on_agent(coro: Coroutine[Any, Any, Any]) -> Any:
     return await _await(_submit(coro))
 
 
-def _refuse_running_loop(what: str) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+def _refuse_running_loop(what: str, coro: Coroutine[Any, Any, Any] | None = None) -> None:
+    """Raise if an asyncio loop runs on this thread, closing ``coro`` (it will not run)."""
+    if asyncio._get_running_loop() is None:
         return
+    if coro is not None:
+        coro.close()
     raise RuntimeError(f"{what} cannot be called from a running event loop; "
                        f"await the async version instead")
 
 
 def _run_sync(coro: Coroutine[Any, Any, Any], what: str) -> Any:
-    try:
-        _refuse_running_loop(what)
-    except RuntimeError:
-        coro.close()
-        raise
+    _refuse_running_loop(what, coro)
     return _submit(coro).result()
 
 
