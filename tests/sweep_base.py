@@ -84,3 +84,26 @@ def aten(name: str, ours: Callable[..., Any], *extra: Any) -> Callable[..., Any]
 def conditioned(lib: Any, a: Any) -> Any:
     """``a + 3 I``: a matrix of ANY entries kept far from singular (n = 3)."""
     return a + 3 * lib.eye(a.shape[-1], dtype=a.dtype)
+
+
+def backward_of(forward: Callable[[Any, Any], Any], x_shape: tuple[int, ...]) -> Case:
+    """The case of ``g -> d forward(x) / d x . g`` at a fixed ``x``, taken with create_graph:
+    its node is the create_graph gradient's (``...BackwardBackward0``). For a forward linear
+    in x (a pad, a pooling) it is linear in g."""
+    x_values = np.random.default_rng(7).uniform(-2.0, 2.0, size=x_shape)
+
+    def op(lib: Any, g: Any) -> Any:
+        if lib is ag:
+            with ag.enable_grad():  # gradcheck perturbs g under no_grad
+                x = ag.tensor(x_values, requires_grad=True)
+                return ag.grad_sync(forward(ag, x), (x,), g, create_graph=True)[0]
+        x = lib.tensor(x_values, requires_grad=True)
+        return lib.autograd.grad(forward(lib, x), x, g, create_graph=True)[0]
+
+    out_shape = tuple(forward(ag, ag.tensor(x_values)).shape)
+    return Case(op, [(out_shape,)], linear=True)
+
+
+def row_mask(lib: Any) -> Any:
+    """A fixed boolean mask of 3 rows (masked_fill, masked_scatter, index by mask)."""
+    return lib.tensor([True, False, True])

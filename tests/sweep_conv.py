@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweep_base import Case
-from sweep_nn import backward_of
+from sweep_base import Case, backward_of
 
 import aiograd as ag
 from aiograd._ops import conv

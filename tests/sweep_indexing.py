@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweep_base import UNARY_SHAPES, Case
+from sweep_base import UNARY_SHAPES, Case, row_mask
 
 _ROWS = ((3,),), ((3, 2),)  # tensors indexed along a first dim of 3
 
@@ -33,10 +33,6 @@ def _gather(lib: Any, x: Any) -> Any:
     return x.gather(1, lib.tensor([[0, 2], [1, 0]]))
 
 
-def _mask(lib: Any) -> Any:
-    return lib.tensor([True, False, True])
-
-
 CASES: dict[str, Case] = {
     "IndexBackward0": Case(_index, list(_ROWS), linear=True),
     "SelectBackward0 (index)": Case(lambda lib, x: x[1], list(_ROWS), linear=True),
@@ -51,8 +47,8 @@ CASES: dict[str, Case] = {
     "IndexSelectBackward0": Case(
         lambda lib, x: x.index_select(-1, lib.tensor([2, 0, 2])), [((3,),), ((2, 3),)],
         linear=True),
-    "MaskedFillBackward0": Case(lambda lib, x: x.masked_fill(_mask(lib), 0.5),
+    "MaskedFillBackward0": Case(lambda lib, x: x.masked_fill(row_mask(lib), 0.5),
                                 [((3,),), ((2, 3),)], linear=True),
-    "MaskedFillBackward1": Case(lambda lib, x, v: x.masked_fill(_mask(lib), v),
+    "MaskedFillBackward1": Case(lambda lib, x, v: x.masked_fill(row_mask(lib), v),
                                 [((3,), ()), ((2, 3), ())], linear=True),
 }

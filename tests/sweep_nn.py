@@ -3,11 +3,10 @@ tests/sweep_base.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sweep_base import ANY, BINARY_SHAPES, POSITIVE, UNARY_SHAPES, Case, aten
+from sweep_base import ANY, BINARY_SHAPES, POSITIVE, UNARY_SHAPES, Case, aten, backward_of
 
 import aiograd as ag
 from aiograd._ops import nn_more
@@ -30,24 +29,6 @@ def _nll_2d(lib: Any, x: Any) -> Any:
     n, c, d = x.shape
     t = lib.tensor([[(i + j) % c for j in range(d)] for i in range(n)])
     return _f(lib).nll_loss(x, t)
-
-
-def backward_of(forward: Callable[[Any, Any], Any], x_shape: tuple[int, ...]) -> Case:
-    """The case of ``g -> d forward(x) / d x . g`` at a fixed ``x``, taken with create_graph:
-    its node is the create_graph gradient's (``...BackwardBackward0``). For a forward linear
-    in x (a pad, a pooling) it is linear in g."""
-    x_values = np.random.default_rng(7).uniform(-2.0, 2.0, size=x_shape)
-
-    def op(lib: Any, g: Any) -> Any:
-        if lib is ag:
-            with ag.enable_grad():  # gradcheck perturbs g under no_grad
-                x = ag.tensor(x_values, requires_grad=True)
-                return ag.grad_sync(forward(ag, x), (x,), g, create_graph=True)[0]
-        x = lib.tensor(x_values, requires_grad=True)
-        return lib.autograd.grad(forward(lib, x), x, g, create_graph=True)[0]
-
-    out_shape = tuple(forward(ag, ag.tensor(x_values)).shape)
-    return Case(op, [(out_shape,)], linear=True)
 
 
 def _activation(name: str, *args: Any, kinks: tuple[float, ...] = (),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sweep_base import Case
+from sweep_base import Case, row_mask
 
 import aiograd as ag
 
@@ -33,10 +33,6 @@ def _scatter_value(lib: Any, x: Any) -> Any:
 
 def _scatter_add(lib: Any, x: Any, src: Any) -> Any:
     return x.scatter_add(*_along(lib, x, [[0, 0], [1, 0]]), src)
-
-
-def _mask(lib: Any) -> Any:
-    return lib.tensor([True, False, True])
 
 
 def _source_grad(write: Callable[[Any, Any, Any], Any], source_shape: tuple[int, ...]
@@ -72,14 +68,14 @@ CASES: dict[str, Case] = {
                                [((3,),), ((3, 2),)], linear=True),
     "IndexFillBackward1": Case(lambda lib, t, v: t.index_fill(0, lib.tensor([2, 0, 2]), v),
                                [((3,), ()), ((3, 2), ())], linear=True),
-    "MaskedSelectBackward0": Case(lambda lib, x: x.masked_select(_mask(lib)),
+    "MaskedSelectBackward0": Case(lambda lib, x: x.masked_select(row_mask(lib)),
                                   [((3,),), ((2, 3),)], linear=True),
-    "MaskedScatterBackward0": Case(lambda lib, x, src: x.masked_scatter(_mask(lib), src),
+    "MaskedScatterBackward0": Case(lambda lib, x, src: x.masked_scatter(row_mask(lib), src),
                                    [((3,), (4,)), ((2, 3), (2, 3)), ((2, 3), (5,))],
                                    linear=True),
     # masked_scatter's source gradient, under create_graph
     "MaskedScatterBackwardBackward0": Case(_source_grad(
-        lambda lib, t, src: t.masked_scatter(_mask(lib), src), (5,)), [((2, 3),)],
+        lambda lib, t, src: t.masked_scatter(row_mask(lib), src), (5,)), [((2, 3),)],
         linear=True),
     "TakeBackward0": Case(lambda lib, x: x.take(lib.tensor([[0, 2], [-1, 0]])),
                           [((3,),), ((2, 3),)], linear=True),

@@ -16,10 +16,15 @@ pytestmark = [pytest.mark.distributed, pytest.mark.timeout(90)]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _launch(nproc: int, script: str) -> subprocess.CompletedProcess:
+def _launch(nproc: int, script: str, **env_vars: str | None) -> subprocess.CompletedProcess:
+    """Run ``script`` under the launcher; ``env_vars`` set (or, None, unset) variables."""
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, PYTHONPATH=path)
-    env.pop("AIOGRAD_RPC_SECRET", None)
+    for name, value in {"AIOGRAD_RPC_SECRET": None, **env_vars}.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return subprocess.run([sys.executable, "-m", "aiograd.distributed.launch", "--nproc",
                            str(nproc), script], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=80)
@@ -61,16 +66,8 @@ def test_launcher_gives_each_worker_one_blas_thread(tmp_path: Path, preset: str 
         " if p['user_api'] == 'blas']\n"
         f"path = {str(tmp_path)!r} + '/rank' + os.environ['RANK']\n"
         "open(path, 'w').write(os.environ.get('OMP_NUM_THREADS', '-') + ' ' + str(blas[0]))\n")
-    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
-    env["PYTHONPATH"] = path
-    if preset is not None:
-        env["OMP_NUM_THREADS"] = preset
     for nproc in (1, 2):
-        proc = subprocess.run([sys.executable, "-m", "aiograd.distributed.launch", "--nproc",
-                               str(nproc), str(script)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=80)
+        proc = _launch(nproc, str(script), OMP_NUM_THREADS=preset, OPENBLAS_NUM_THREADS=None)
         assert proc.returncode == 0, proc.stderr
         omp, blas = (tmp_path / "rank0").read_text().split(" ")
         if preset is not None:

@@ -50,25 +50,3 @@ def test_release_frees_saves_and_kept_numbers() -> None:
     ag.backward_sync(z)
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         ag.backward_sync(z)
-
-
-def _packed_order(lib) -> list[list[float]]:
-    """What pack hooks see, in order, for ``a / b`` and ``maximum(a, b)``."""
-    packed: list[list[float]] = []
-
-    def pack(t):
-        packed.append(t.detach().numpy().tolist())
-        return t
-
-    a = lib.tensor([1.0], requires_grad=True)
-    b = lib.tensor([2.0], requires_grad=True)
-    hooks = ag.graph.saved_tensors_hooks if lib is ag else lib.autograd.graph.saved_tensors_hooks
-    with hooks(pack, lambda t: t):
-        a / b
-        lib.maximum(a, b)
-    return packed
-
-
-def test_saved_tensors_hooks_see_pytorchs_order_of_saving() -> None:
-    torch = pytest.importorskip("torch")
-    assert _packed_order(ag) == _packed_order(torch)

@@ -1,6 +1,6 @@
-"""The nodes of the reduction, sorting and pointwise rules save what PyTorch's save, in
-PyTorch's order: pack hooks see the same tensors in the same order (the rule table
-generates the saving; see aiograd/_ops/_rule.py)."""
+"""The nodes of the arithmetic, reduction, sorting and pointwise rules save what PyTorch's
+save, in PyTorch's order: pack hooks see the same tensors in the same order (the rule
+table generates the saving; see aiograd/_ops/_rule.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ B = np.array([[1.5, 0.25, 2.5], [0.5, 1.75, 1.0]])
 C = np.array([[0.3, 0.6, 0.9], [1.2, 1.4, 0.2]])
 
 OPS: dict[str, Callable[..., Any]] = {
+    "div": lambda lib, a, b, c: a / b,
+    "maximum": lambda lib, a, b, c: lib.maximum(a, b),
     "pow": lambda lib, a, b, c: a ** b,
     "rpow": lambda lib, a, b, c: 2.5 ** a,
     "pow_number": lambda lib, a, b, c: a ** 3,
